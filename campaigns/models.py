@@ -1,0 +1,457 @@
+"""A campaign and the records every other app builds on: its rubric, topics, documents, members,
+assessors, judgments and background jobs.
+
+Identifiers of topics and documents are strings, kept exactly as imported (leading zeros and all).
+A judgment is a verdict on a (topic, document id) pair by one assessor; the document need not have
+been imported (runs and qrels often name documents before the collection arrives).
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+# Ids travel in whitespace-separated files: whitespace or control characters would corrupt them.
+ID_MAX_LENGTH = 200
+id_validator = RegexValidator(
+    r"^[^\s\x00-\x1f\x7f]+$", "Identifiers cannot contain whitespace or control characters."
+)
+slug_validator = RegexValidator(
+    r"^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?$",
+    "Use lowercase letters, digits and hyphens (at most 50), starting and ending with a letter "
+    "or digit.",
+)
+
+# Keys the judging screen keeps for navigation; a label cannot take them.
+RESERVED_KEYS = frozenset("?[]/ ")
+
+
+class Campaign(models.Model):
+    slug = models.CharField(max_length=50, unique=True, validators=[slug_validator])
+    title = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    guidelines = models.TextField(
+        blank=True, help_text="Instructions shown to assessors beside every document."
+    )
+    relevance_threshold = models.IntegerField(
+        default=1, help_text="The lowest label counted as relevant by binary measures."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    def current_rubric(self) -> RubricVersion | None:
+        return self.rubric_versions.order_by("-number").first()
+
+    def role_of(self, user) -> str | None:
+        """The user's role in this campaign, or None. Superusers count as organisers."""
+        if not user.is_authenticated:
+            return None
+        if user.is_superuser:
+            return Membership.Role.ORGANISER
+        return self.memberships.filter(user=user).values_list("role", flat=True).first()
+
+    @transaction.atomic
+    def save_rubric(
+        self, labels: list[LabelSpec], *, by=None, note: str = "", threshold: int | None = None
+    ) -> RubricVersion:
+        """Create the next rubric version from ``labels``; earlier versions are kept unchanged,
+        because judgments record the version their assessor was shown.
+
+        Raises ValueError with a readable message if the scale is not usable.
+        """
+        problems = validate_scale(labels)
+        if threshold is not None and threshold not in {spec.value for spec in labels}:
+            problems.append(f"The threshold {threshold} is not one of the label values.")
+        if problems:
+            raise ValueError(" ".join(problems))
+        # Lock the campaign row so two organisers saving at once get consecutive numbers.
+        Campaign.objects.select_for_update().filter(pk=self.pk).first()
+        last = self.rubric_versions.order_by("-number").values_list("number", flat=True).first()
+        version = RubricVersion.objects.create(
+            campaign=self, number=(last or 0) + 1, created_by=by, note=note
+        )
+        Label.objects.bulk_create(
+            Label(
+                rubric=version,
+                value=spec.value,
+                name=spec.name,
+                description=spec.description,
+                example=spec.example,
+                key=spec.key,
+            )
+            for spec in labels
+        )
+        if threshold is not None and threshold != self.relevance_threshold:
+            self.relevance_threshold = threshold
+            self.save(update_fields=["relevance_threshold"])
+        return version
+
+
+@dataclass(frozen=True)
+class LabelSpec:
+    value: int
+    name: str
+    description: str = ""
+    example: str = ""
+    key: str = ""
+
+
+def validate_scale(labels: list[LabelSpec]) -> list[str]:
+    """Every reason ``labels`` cannot be a rubric, as sentences (empty when it can)."""
+    problems: list[str] = []
+    if len(labels) < 2:
+        problems.append("A scale needs at least two labels.")
+    values = [spec.value for spec in labels]
+    if len(set(values)) != len(values):
+        problems.append("Two labels have the same value.")
+    if any(value < 0 for value in values):
+        problems.append("Label values must be 0 or more (negative values mean 'not judged').")
+    keys = [spec.key for spec in labels]
+    if any(len(key) != 1 for key in keys):
+        problems.append("Every label needs a keyboard key of exactly one character.")
+    elif len(set(keys)) != len(keys):
+        problems.append("Two labels have the same keyboard key.")
+    reserved = sorted({key for key in keys if key in RESERVED_KEYS})
+    if reserved:
+        problems.append(f"Keys {' '.join(reserved)!r} are kept for navigation.")
+    if any(not spec.name.strip() for spec in labels):
+        problems.append("Every label needs a name.")
+    return problems
+
+
+class RubricVersion(models.Model):
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="rubric_versions")
+    number = models.PositiveIntegerField()
+    note = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["campaign", "number"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["campaign", "number"], name="rubric_version_number_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.campaign.slug} rubric v{self.number}"
+
+    def specs(self) -> list[LabelSpec]:
+        return [
+            LabelSpec(label.value, label.name, label.description, label.example, label.key)
+            for label in self.labels.all()
+        ]
+
+
+class Label(models.Model):
+    rubric = models.ForeignKey(RubricVersion, on_delete=models.CASCADE, related_name="labels")
+    value = models.IntegerField()
+    name = models.CharField(max_length=100)
+    description = models.TextField(blank=True)
+    example = models.TextField(blank=True)
+    key = models.CharField(max_length=1)
+
+    class Meta:
+        ordering = ["rubric", "value"]
+        constraints = [
+            models.UniqueConstraint(fields=["rubric", "value"], name="label_value_unique"),
+            models.UniqueConstraint(fields=["rubric", "key"], name="label_key_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.value} {self.name}"
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        ORGANISER = "organiser", "Organiser"
+        ASSESSOR = "assessor", "Assessor"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=20, choices=Role.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["campaign", "role", "user__username"]
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "user"], name="membership_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.role} of {self.campaign}"
+
+
+class AssessorQuerySet(models.QuerySet):
+    def for_user(self, campaign: Campaign, user) -> Assessor:
+        """The assessor identity of ``user`` in ``campaign``, created on first use."""
+        assessor = self.filter(campaign=campaign, user=user).first()
+        if assessor is not None:
+            return assessor
+        with transaction.atomic():
+            assessor, _ = self.get_or_create(
+                campaign=campaign,
+                user=user,
+                defaults={"name": user.get_username(), "kind": Assessor.Kind.PERSON},
+            )
+        return assessor
+
+
+def _new_pseudonym() -> str:
+    return "a" + secrets.token_hex(4)
+
+
+class Assessor(models.Model):
+    """Who a judgment belongs to: a person with a login, or an imported source (earlier qrels)."""
+
+    class Kind(models.TextChoices):
+        PERSON = "person", "Person"
+        IMPORTED = "imported", "Imported qrels"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="assessors")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        # Judgments outlive accounts: deleting a user must not delete their verdicts.
+        on_delete=models.PROTECT,
+        related_name="assessor_identities",
+    )
+    name = models.CharField(max_length=150)
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.PERSON)
+    # Stable and meaningless: exports name assessors by this unless usernames are asked for.
+    pseudonym = models.CharField(max_length=20, default=_new_pseudonym, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = AssessorQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["campaign", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "name"], name="assessor_name_unique"),
+            models.UniqueConstraint(
+                fields=["campaign", "pseudonym"], name="assessor_pseudonym_unique"
+            ),
+            models.UniqueConstraint(
+                fields=["campaign", "user"],
+                condition=Q(user__isnull=False),
+                name="assessor_user_unique",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Topic(models.Model):
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="topics")
+    topic_id = models.CharField(max_length=ID_MAX_LENGTH, validators=[id_validator])
+    title = models.TextField(blank=True)
+    description = models.TextField(blank=True)
+    narrative = models.TextField(blank=True)
+    # Order of the topic file: the order organisers know their topics in ("2" before "10").
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["campaign", "position", "topic_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "topic_id"], name="topic_id_unique")
+        ]
+
+    def __str__(self) -> str:
+        return self.topic_id
+
+
+class Document(models.Model):
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="documents")
+    doc_id = models.CharField(max_length=ID_MAX_LENGTH, validators=[id_validator])
+    title = models.TextField(blank=True)
+    # The body exactly as imported, and the form safe to show: nh3-sanitised HTML when the body
+    # held markup, escaped text with paragraphs otherwise.
+    body = models.TextField(blank=True)
+    body_html = models.TextField(blank=True)
+    is_html = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["campaign", "doc_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "doc_id"], name="document_id_unique")
+        ]
+
+    def __str__(self) -> str:
+        return self.doc_id
+
+
+class JudgmentQuerySet(models.QuerySet):
+    def for_campaign(self, campaign: Campaign) -> JudgmentQuerySet:
+        return self.filter(campaign=campaign)
+
+    def by_people(self) -> JudgmentQuerySet:
+        return self.filter(assessor__kind=Assessor.Kind.PERSON)
+
+
+class Judgment(models.Model):
+    """One assessor's current verdict on a (topic, document) pair; every verdict it ever had,
+    including this one, is in :class:`JudgmentRevision`."""
+
+    class Source(models.TextChoices):
+        JUDGED = "judged", "Judged in Pooljudge"
+        IMPORTED = "imported", "Imported qrels"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="judgments")
+    topic = models.ForeignKey(Topic, on_delete=models.PROTECT, related_name="judgments")
+    doc_id = models.CharField(max_length=ID_MAX_LENGTH)
+    assessor = models.ForeignKey(Assessor, on_delete=models.PROTECT, related_name="judgments")
+    label = models.IntegerField()
+    rubric_version = models.ForeignKey(
+        RubricVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    source = models.CharField(max_length=20, choices=Source.choices, default=Source.JUDGED)
+    # Position of the document in this assessor's presentation order (1-based).
+    position = models.PositiveIntegerField(null=True, blank=True)
+    served_at = models.DateTimeField(null=True, blank=True)
+    judged_at = models.DateTimeField(default=timezone.now)
+    first_judged_at = models.DateTimeField(default=timezone.now)
+    seconds_on_screen = models.FloatField(null=True, blank=True)
+    active_seconds = models.FloatField(null=True, blank=True)
+    note = models.TextField(blank=True)
+    unreadable = models.BooleanField(default=False)
+    unsure = models.BooleanField(default=False)
+    # Number of verdicts so far; also the optimistic-concurrency token of a revision.
+    version = models.PositiveIntegerField(default=1)
+
+    objects = JudgmentQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["campaign", "topic", "doc_id", "assessor"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["assessor", "topic", "doc_id"], name="judgment_pair_per_assessor_unique"
+            )
+        ]
+        indexes = [models.Index(fields=["campaign", "topic", "doc_id"], name="judgment_pair_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.topic_id} {self.doc_id} {self.label} by {self.assessor_id}"
+
+
+class JudgmentRevision(models.Model):
+    """Append-only history: one row per verdict, never updated or deleted."""
+
+    judgment = models.ForeignKey(Judgment, on_delete=models.PROTECT, related_name="revisions")
+    version = models.PositiveIntegerField()
+    label = models.IntegerField()
+    rubric_version = models.ForeignKey(
+        RubricVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    served_at = models.DateTimeField(null=True, blank=True)
+    judged_at = models.DateTimeField(default=timezone.now)
+    seconds_on_screen = models.FloatField(null=True, blank=True)
+    active_seconds = models.FloatField(null=True, blank=True)
+    note = models.TextField(blank=True)
+    unreadable = models.BooleanField(default=False)
+    unsure = models.BooleanField(default=False)
+    # One-time id carried by the form that produced this verdict: a resubmitted form (double
+    # click, htmx retry, back button) finds its verdict already stored and records nothing.
+    submission_id = models.UUIDField(null=True, blank=True, unique=True)
+
+    class Meta:
+        ordering = ["judgment", "version"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["judgment", "version"], name="judgment_revision_version_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"v{self.version} of {self.judgment_id}: {self.label}"
+
+
+class JobQuerySet(models.QuerySet):
+    def active(self) -> JobQuerySet:
+        return self.filter(status__in=[Job.Status.QUEUED, Job.Status.RUNNING])
+
+
+class Job(models.Model):
+    """A unit of background work. Celery delivers it; this row is the truth about it: the
+    pages poll it, and tasks claim it so a redelivered or duplicated message changes nothing."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    FINAL = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED})
+
+    campaign = models.ForeignKey(
+        Campaign, null=True, blank=True, on_delete=models.CASCADE, related_name="jobs"
+    )
+    kind = models.CharField(max_length=50)
+    task_name = models.CharField(max_length=200)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    params = models.JSONField(default=dict, blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    progress_done = models.PositiveBigIntegerField(default=0)
+    progress_total = models.PositiveBigIntegerField(null=True, blank=True)
+    progress_message = models.CharField(max_length=200, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField(default=3)
+    error = models.TextField(blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    worker = models.CharField(max_length=200, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    token = models.UUIDField(default=uuid.uuid4, editable=False, unique=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["campaign", "status"], name="job_campaign_status_idx")]
+
+    def __str__(self) -> str:
+        return f"job {self.pk} {self.kind} {self.status}"
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in self.FINAL
+
+    @property
+    def percent(self) -> int | None:
+        if not self.progress_total:
+            return None
+        return min(100, int(100 * self.progress_done / self.progress_total))
+
+    @property
+    def duration(self) -> timedelta | None:
+        if self.started_at is None:
+            return None
+        return (self.finished_at or timezone.now()) - self.started_at

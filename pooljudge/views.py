@@ -1,0 +1,70 @@
+"""Project-level pages: the home page (which spans apps) and the health check."""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from campaigns.access import ASSESSOR, ORGANISER, campaigns_for
+
+log = logging.getLogger(__name__)
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    mine = campaigns_for(request.user)
+    context = {
+        "organised": mine[ORGANISER],
+        "judged": mine[ASSESSOR],
+        "can_create": request.user.has_perm("campaigns.add_campaign"),
+    }
+    return render(request, "home.html", context)
+
+
+def _database_ok() -> bool:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            return cursor.fetchone() == (1,)
+    except Exception:
+        log.exception("healthz: database check failed")
+        return False
+
+
+def _broker_ok() -> bool | None:
+    url = settings.CELERY_BROKER_URL
+    if not url:
+        return None
+    try:
+        import redis
+
+        client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except Exception:
+        log.exception("healthz: broker check failed")
+        return False
+
+
+@never_cache
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    """200 when the database (and the broker, when one is configured) answer; 503 otherwise."""
+    checks = {"database": _database_ok()}
+    broker = _broker_ok()
+    if broker is not None:
+        checks["broker"] = broker
+    healthy = all(checks.values())
+    return JsonResponse(
+        {"status": "ok" if healthy else "unavailable", "checks": checks},
+        status=200 if healthy else 503,
+    )
