@@ -79,3 +79,96 @@ class RubricMetaForm(forms.Form):
     note = forms.CharField(
         max_length=200, required=False, help_text="What changed, for the version history."
     )
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    widget = MultipleFileInput
+
+    def clean(self, data, initial=None):
+        single = super().clean
+        if isinstance(data, list | tuple):
+            return [single(item, initial) for item in data]
+        return [single(data, initial)]
+
+
+CONFLICT_CHOICES = [
+    ("refuse", "Refuse the file and list every conflict"),
+    ("max", "Keep the highest label"),
+    ("min", "Keep the lowest label"),
+    ("first", "Keep the first occurrence"),
+]
+
+
+class ImportForm(forms.Form):
+    """The upload form of one importer; which option fields it has depends on the importer."""
+
+    def __init__(self, *args, importer, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.importer = importer
+        self.prefix = importer.kind
+        self.fields["files"] = (MultipleFileField if importer.multiple else forms.FileField)(
+            label="Files" if importer.multiple else "File",
+            help_text=importer.help,
+        )
+        options = set(importer.options)
+        if "format" in options:
+            self.fields["format"] = forms.ChoiceField(
+                choices=[("", "Guess from the content")]
+                + [(f, f.upper()) for f in importer.formats],
+                required=False,
+            )
+        if "positional_ids" in options:
+            self.fields["positional_ids"] = forms.BooleanField(
+                required=False,
+                label="Number SMART topics 1..N by position (Cranfield's qrels use positions)",
+            )
+        if "only_pooled" in options:
+            self.fields["only_pooled"] = forms.BooleanField(
+                required=False, label="Keep only documents that are in a pool"
+            )
+        if "replace" in options:
+            self.fields["replace"] = forms.BooleanField(
+                required=False, label="Replace runs with the same tag"
+            )
+        if "split_tags" in options:
+            self.fields["split_tags"] = forms.BooleanField(
+                required=False, label="Split a file with several tags into several runs"
+            )
+        if "assessor" in options:
+            self.fields["assessor"] = forms.CharField(
+                max_length=150,
+                label="Source of these judgments",
+                help_text="A name for the origin, e.g. NIST-round1; not a login.",
+            )
+        if "on_conflict" in options:
+            self.fields["on_conflict"] = forms.ChoiceField(
+                choices=CONFLICT_CHOICES,
+                initial="refuse",
+                label="When one pair has two different labels",
+            )
+        if "encoding" in options:
+            self.fields["encoding"] = forms.CharField(
+                required=False, max_length=40, help_text="Leave empty for UTF-8."
+            )
+
+    def clean_encoding(self) -> str:
+        import codecs
+
+        encoding = self.cleaned_data.get("encoding", "").strip()
+        if encoding:
+            try:
+                codecs.lookup(encoding)
+            except LookupError:
+                raise forms.ValidationError(f"{encoding!r} is not a known text encoding.") from None
+        return encoding
+
+    def files_list(self) -> list:
+        files = self.cleaned_data["files"]
+        return files if isinstance(files, list) else [files]
+
+    def options(self) -> dict:
+        return {key: value for key, value in self.cleaned_data.items() if key != "files"}

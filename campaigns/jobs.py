@@ -78,7 +78,7 @@ def _stale_after() -> timedelta:
 def enqueue(
     *,
     kind: str,
-    task: Task,
+    task: Task | str,
     campaign: Campaign | None = None,
     params: dict[str, Any] | None = None,
     user=None,
@@ -88,7 +88,7 @@ def enqueue(
     inside it: the worker must see the row)."""
     job = Job.objects.create(
         kind=kind,
-        task_name=task.name,
+        task_name=task if isinstance(task, str) else task.name,
         campaign=campaign,
         params=params or {},
         created_by=user if user is not None and user.is_authenticated else None,

@@ -242,6 +242,8 @@ class Assessor(models.Model):
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.PERSON)
     # Stable and meaningless: exports name assessors by this unless usernames are asked for.
     pseudonym = models.CharField(max_length=20, default=_new_pseudonym, editable=False)
+    # For imported sources: each import (file, sha256, duplicate policy, time), for the record.
+    details = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = AssessorQuerySet.as_manager()
@@ -455,3 +457,42 @@ class Job(models.Model):
         if self.started_at is None:
             return None
         return (self.finished_at or timezone.now()) - self.started_at
+
+
+class Upload(models.Model):
+    """A file an organiser uploaded for import. Its bytes live in the database (as chunks) so
+    that a worker on another machine can read them; they are dropped once the import ends."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="uploads")
+    kind = models.CharField(max_length=20)
+    name = models.CharField(max_length=255)
+    size = models.PositiveBigIntegerField(default=0)
+    sha256 = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    job = models.ForeignKey(
+        Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="uploads"
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class UploadChunk(models.Model):
+    upload = models.ForeignKey(Upload, on_delete=models.CASCADE, related_name="chunks")
+    seq = models.PositiveIntegerField()
+    data = models.BinaryField()
+
+    class Meta:
+        ordering = ["upload", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["upload", "seq"], name="upload_chunk_seq_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.upload_id}#{self.seq}"

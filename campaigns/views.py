@@ -4,15 +4,19 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+from django_htmx.http import HttpResponseStopPolling
 
+from campaigns import jobs
 from campaigns.access import ASSESSOR, ORGANISER, get_campaign_for
-from campaigns.forms import CampaignForm, LabelFormSet, RubricMetaForm
+from campaigns.forms import CampaignForm, ImportForm, LabelFormSet, RubricMetaForm
 from campaigns.members import add_member
-from campaigns.models import Campaign
+from campaigns.models import Campaign, Job, Upload
 from campaigns.scales import SCALES
+from campaigns.uploads import IMPORTERS, UploadRefused, store_upload
 
 
 @login_required
@@ -38,7 +42,7 @@ def campaign_create(request: HttpRequest) -> HttpResponse:
 def campaign_detail(request: HttpRequest, slug: str) -> HttpResponse:
     campaign = get_campaign_for(request, slug, role=None)
     if request.campaign_role == ASSESSOR:
-        return redirect("campaigns:guide", slug=slug)
+        return redirect("assess:campaign_home", slug=slug)
     topics = campaign.topics.all()
     documents = Paginator(campaign.documents.only("doc_id", "title"), 50).get_page(
         request.GET.get("page")
@@ -115,3 +119,159 @@ def rubric_history(request: HttpRequest, slug: str) -> HttpResponse:
     return render(
         request, "campaigns/rubric_history.html", {"campaign": campaign, "versions": versions}
     )
+
+
+# --- Files: uploads and their import jobs ---------------------------------------------------------
+
+IMPORT_KINDS = ("import_topics", "import_documents", "import_runs", "import_qrels")
+
+
+def _import_cards(campaign: Campaign, forms: dict | None = None) -> list[dict]:
+    forms = forms or {}
+    cards = []
+    for kind, importer in IMPORTERS.items():
+        latest = campaign.jobs.filter(kind=f"import_{kind}").first()
+        cards.append(
+            {
+                "importer": importer,
+                "form": forms.get(kind) or ImportForm(importer=importer),
+                "job": latest,
+            }
+        )
+    return cards
+
+
+def _file_counts(campaign: Campaign) -> dict[str, int]:
+    return {
+        "topics": campaign.topics.count(),
+        "documents": campaign.documents.count(),
+        "judgments": campaign.judgments.count(),
+    }
+
+
+@login_required
+def files(request: HttpRequest, slug: str) -> HttpResponse:
+    campaign = get_campaign_for(request, slug)
+    context = {
+        "campaign": campaign,
+        "cards": _import_cards(campaign),
+        "counts": _file_counts(campaign),
+        "recent": campaign.jobs.filter(kind__in=IMPORT_KINDS)[:10],
+    }
+    return render(request, "campaigns/files.html", context)
+
+
+@login_required
+@require_POST
+def upload(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
+    campaign = get_campaign_for(request, slug)
+    importer = IMPORTERS.get(kind)
+    if importer is None:
+        raise Http404("No such kind of file.")
+    form = ImportForm(request.POST, request.FILES, importer=importer)
+    job = None
+    if form.is_valid():
+        try:
+            with transaction.atomic():
+                stored = [
+                    store_upload(campaign=campaign, kind=kind, file=f, user=request.user)
+                    for f in form.files_list()
+                ]
+                job = jobs.enqueue(
+                    kind=f"import_{kind}",
+                    task=importer.task_name,
+                    campaign=campaign,
+                    params={
+                        "uploads": [u.pk for u in stored],
+                        "files": [u.name for u in stored],
+                        "options": form.options(),
+                    },
+                    user=request.user,
+                )
+                Upload.objects.filter(pk__in=[u.pk for u in stored]).update(job=job)
+        except UploadRefused as exc:
+            form.add_error("files", str(exc))
+            job = None
+    if job is not None and not request.htmx:
+        messages.info(request, f"{importer.title}: import started.")
+        return redirect("campaigns:files", slug=slug)
+    if job is not None:
+        job.refresh_from_db()
+        form = ImportForm(importer=importer)
+    card = {
+        "importer": importer,
+        "form": form,
+        "job": job or campaign.jobs.filter(kind=f"import_{kind}").first(),
+    }
+    if request.htmx:
+        return render(
+            request, "campaigns/files.html#import-card", {"campaign": campaign, "card": card}
+        )
+    context = {
+        "campaign": campaign,
+        "cards": _import_cards(campaign, {kind: form}),
+        "counts": _file_counts(campaign),
+        "recent": campaign.jobs.filter(kind__in=IMPORT_KINDS)[:10],
+    }
+    return render(request, "campaigns/files.html", context, status=400)
+
+
+# --- Jobs ---------------------------------------------------------------------------------------
+
+
+def _get_job(request: HttpRequest, slug: str, pk: int) -> tuple[Campaign, Job]:
+    campaign = get_campaign_for(request, slug)
+    job = campaign.jobs.filter(pk=pk).first()
+    if job is None:
+        raise Http404("No such job.")
+    return campaign, job
+
+
+@login_required
+def job_list(request: HttpRequest, slug: str) -> HttpResponse:
+    campaign = get_campaign_for(request, slug)
+    page = Paginator(campaign.jobs.select_related("created_by"), 50).get_page(
+        request.GET.get("page")
+    )
+    context = {"campaign": campaign, "jobs": page, "any_active": any(not j.is_final for j in page)}
+    template = "campaigns/jobs.html#job-table" if request.htmx else "campaigns/jobs.html"
+    response = render(request, template, context)
+    if request.htmx and not context["any_active"]:
+        response.status_code = HttpResponseStopPolling.status_code
+    return response
+
+
+@login_required
+def job_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    """The job's status; as an htmx fragment it polls itself until the job is final."""
+    campaign, job = _get_job(request, slug, pk)
+    if request.htmx:
+        response = render(request, "campaigns/_job.html", {"campaign": campaign, "job": job})
+        if job.is_final:
+            response.status_code = HttpResponseStopPolling.status_code
+        return response
+    return render(request, "campaigns/job_detail.html", {"campaign": campaign, "job": job})
+
+
+@login_required
+@require_POST
+def job_cancel(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    _campaign, job = _get_job(request, slug, pk)
+    jobs.request_cancel(job)
+    messages.info(request, f"Job {job.pk} ({job.kind}): cancellation requested.")
+    return redirect(request.POST.get("next") or reverse("campaigns:jobs", args=[slug]))
+
+
+@login_required
+@require_POST
+def job_retry(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    _campaign, job = _get_job(request, slug, pk)
+    with transaction.atomic():
+        sent = jobs.retry(job)
+    if sent:
+        messages.info(request, f"Job {job.pk} ({job.kind}) queued again.")
+    else:
+        messages.warning(
+            request, f"Job {job.pk} is {job.get_status_display().lower()}; nothing to retry."
+        )
+    return redirect(request.POST.get("next") or reverse("campaigns:jobs", args=[slug]))

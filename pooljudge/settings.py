@@ -87,6 +87,8 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "campaigns.context_processors.site",
             ],
+            # {% partialdef %} everywhere without a {% load %} (it is built into Django 6).
+            "builtins": ["template_partials.templatetags.partials"],
         },
     }
 ]
@@ -186,9 +188,10 @@ CONTENT_SECURITY_POLICY = {
 
 # --- Celery -------------------------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
-# No broker: tasks run eagerly in the process that enqueues them (the embedded default).
-CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL is None
+# No broker: tasks run eagerly in the process that enqueues them (the embedded default); the
+# in-memory transport is named only so that Celery never goes looking for a server.
+CELERY_TASK_ALWAYS_EAGER = env_str("CELERY_BROKER_URL", REDIS_URL) is None
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL) or "memory://localhost/"
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "pooljudge")
 CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_TASK_ACKS_LATE = True

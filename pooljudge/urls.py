@@ -15,4 +15,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("c/", include("campaigns.urls")),
+    path("c/", include("pooling.urls")),
+    path("c/", include("assess.urls")),
+    path("c/", include("qrels.urls")),
 ]

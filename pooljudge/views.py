@@ -39,9 +39,9 @@ def _database_ok() -> bool:
 
 
 def _broker_ok() -> bool | None:
-    url = settings.CELERY_BROKER_URL
-    if not url:
+    if settings.CELERY_TASK_ALWAYS_EAGER:
         return None
+    url = settings.CELERY_BROKER_URL
     try:
         import redis
 

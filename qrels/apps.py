@@ -3,3 +3,17 @@ from django.apps import AppConfig
 
 class QrelsConfig(AppConfig):
     name = "qrels"
+    verbose_name = "Qrels, exports and reports"
+
+    def ready(self) -> None:
+        from campaigns.uploads import Importer, register
+
+        register(
+            Importer(
+                kind="qrels",
+                title="Qrels (earlier judgments)",
+                task_name="qrels.tasks.import_qrels_task",
+                help="topic iteration docid label; stored as the judgments of a named source.",
+                options=("assessor", "on_conflict", "encoding"),
+            )
+        )

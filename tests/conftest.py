@@ -25,7 +25,7 @@ from pooljudge.celery import app as celery_app
 from tests.workers import WorkerProcess
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
-HAS_BROKER = bool(settings.CELERY_BROKER_URL)
+HAS_BROKER = not settings.CELERY_TASK_ALWAYS_EAGER
 SHARED_DATA = Path(settings.BASE_DIR).parent / "shared" / "data"
 # A queue of its own per test session: stale messages from an earlier run can never be consumed.
 TEST_QUEUE = f"pooljudge-test-{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,129 @@
+"""Assignments: who judges which pooled documents, in which order.
+
+Each assessor works through their own presentation order (a seeded shuffle, never pool or rank
+order). Primary and overlap assignments list their documents up front; queue assignments draw
+documents one at a time from a shared :class:`QueueItem` table with ``SELECT … FOR UPDATE SKIP
+LOCKED``, so several assessors can share a topic without two of them being served one document.
+
+Everything here is reached by assessors through opaque tokens only: URLs never carry document ids,
+pool entries or ranks.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from campaigns.models import ID_MAX_LENGTH, Assessor, Campaign, Judgment, Topic
+from pooling.models import Pool
+
+
+def _token() -> str:
+    return secrets.token_urlsafe(12)
+
+
+class Assignment(models.Model):
+    class Mode(models.TextChoices):
+        PRIMARY = "primary", "Primary (judges the whole topic)"
+        QUEUE = "queue", "Shared queue"
+        OVERLAP = "overlap", "Overlap (second judgments for agreement)"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="assignments")
+    pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="assignments")
+    assessor = models.ForeignKey(Assessor, on_delete=models.PROTECT, related_name="assignments")
+    mode = models.CharField(max_length=20, choices=Mode.choices)
+    topics = models.ManyToManyField(Topic, related_name="assignments")
+    seed = models.BigIntegerField()
+    # Interleave topics in the presentation order (seed 002: it disrupts criterion drift).
+    interleave = models.BooleanField(default=False)
+    # Overlap assignments: the share of each topic's documents given, and whose work it doubles.
+    overlap_fraction = models.FloatField(null=True, blank=True)
+    partner = models.ForeignKey(
+        Assessor, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    token = models.CharField(max_length=32, unique=True, default=_token, editable=False)
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["campaign", "created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.assessor} {self.mode} on pool v{self.pool.version}"
+
+
+class AssignmentItem(models.Model):
+    """One document in one assessor's presentation order."""
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="items")
+    topic = models.ForeignKey(Topic, on_delete=models.PROTECT, related_name="+")
+    doc_id = models.CharField(max_length=ID_MAX_LENGTH)
+    position = models.PositiveIntegerField()
+    token = models.CharField(max_length=32, unique=True, default=_token, editable=False)
+    first_served_at = models.DateTimeField(null=True, blank=True)
+    judgment = models.ForeignKey(
+        Judgment, null=True, blank=True, on_delete=models.SET_NULL, related_name="items"
+    )
+    # Taken away by a reassignment (or a lost queue claim) before it was judged: never served again.
+    withdrawn = models.BooleanField(default=False)
+    # Queue assignments: the shared queue entry this item was claimed from.
+    queue_item = models.ForeignKey(
+        "QueueItem", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["assignment", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["assignment", "position"], name="assignment_item_position_unique"
+            ),
+            models.UniqueConstraint(
+                fields=["assignment", "topic", "doc_id"], name="assignment_item_pair_unique"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["assignment", "judgment", "withdrawn"], name="assignment_open_idx")
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.position} of {self.assignment_id}"
+
+
+class QueueItem(models.Model):
+    """A document of a shared queue (one per pool, topic and replica). ``replica`` > 0 are the
+    extra copies an overlap adds, served to a different assessor than the other copies."""
+
+    pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="queue_items")
+    topic = models.ForeignKey(Topic, on_delete=models.PROTECT, related_name="+")
+    doc_id = models.CharField(max_length=ID_MAX_LENGTH)
+    replica = models.PositiveSmallIntegerField(default=0)
+    order = models.PositiveIntegerField()
+    claimed_by = models.ForeignKey(
+        Assessor, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    done = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["pool", "topic", "order"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["pool", "topic", "doc_id", "replica"], name="queue_item_unique"
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["pool", "topic", "done", "order"],
+                condition=Q(done=False),
+                name="queue_item_open_idx",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.topic_id} {self.doc_id} r{self.replica}"

@@ -1,0 +1,231 @@
+"""The assessor's pages: their assignments, and the judging screen.
+
+Every object is reached through ``_get_assignment_for_user`` (scoped to the logged-in assessor, 404
+otherwise) and opaque tokens; nothing rendered here names runs, ranks, scores, pool provenance or
+another assessor's label. One view serves the full page and, for htmx, the judging panel alone.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import UTC, datetime
+
+from django.contrib.auth.decorators import login_required
+from django.core import signing
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
+from django_htmx.http import push_url
+
+from assess.judging import mark_served, neighbour, next_item, open_items, progress, submit
+from assess.models import Assignment, AssignmentItem
+from campaigns.access import ASSESSOR, get_campaign_for
+from campaigns.judgments import InvalidLabel, StaleJudgment, Timing
+from campaigns.models import Assessor, Document, Label, RubricVersion
+
+SERVED_SALT = "pooljudge.served"
+# Longer than this on one document counts as "left open", not as time spent judging.
+MAX_SECONDS_ON_SCREEN = 6 * 3600
+
+
+def _get_assignment_for_user(request: HttpRequest, slug: str, token: str) -> Assignment:
+    """The assignment ``token`` of the logged-in user, while they are an assessor of the
+    campaign ``slug`` (one query: this runs on every judgment)."""
+    assignment = (
+        Assignment.objects.filter(
+            campaign__slug=slug,
+            token=token,
+            assessor__user=request.user,
+            campaign__memberships__user=request.user,
+            campaign__memberships__role=ASSESSOR,
+        )
+        .select_related("campaign", "assessor", "pool")
+        .first()
+    )
+    if assignment is None:
+        raise Http404("No such assignment.")
+    return assignment
+
+
+def _get_item(assignment: Assignment, token: str) -> AssignmentItem:
+    item = assignment.items.filter(token=token).select_related("topic", "judgment").first()
+    if item is None:
+        raise Http404("No such document in this assignment.")
+    return item
+
+
+@login_required
+def campaign_home(request: HttpRequest, slug: str) -> HttpResponse:
+    """The assessor's assignments in this campaign, with progress per topic."""
+    campaign = get_campaign_for(request, slug, role=ASSESSOR)
+    assessor = Assessor.objects.for_user(campaign, request.user)
+    assignments = [
+        {"assignment": a, "topics": progress(a), "open": open_items(a).exists()}
+        for a in Assignment.objects.filter(assessor=assessor, active=True)
+        .select_related("pool")
+        .prefetch_related("topics")
+    ]
+    for entry in assignments:
+        entry["judged"] = sum(t.judged for t in entry["topics"])
+        entry["total"] = sum(t.total for t in entry["topics"])
+    return render(
+        request,
+        "assess/campaign_home.html",
+        {"campaign": campaign, "assignments": assignments, "rubric": campaign.current_rubric()},
+    )
+
+
+@login_required
+def start(request: HttpRequest, slug: str, token: str) -> HttpResponse:
+    """Resume: the first unjudged document of the assignment, or the finished page."""
+    assignment = _get_assignment_for_user(request, slug, token)
+    item = next_item(assignment)
+    if item is None:
+        return render(request, "assess/done.html", _done_context(assignment))
+    return redirect("assess:judge", slug=slug, token=token, item=item.token)
+
+
+def _done_context(assignment: Assignment) -> dict:
+    topics = progress(assignment)
+    return {
+        "campaign": assignment.campaign,
+        "assignment": assignment,
+        "topics": topics,
+        "judged": sum(t.judged for t in topics),
+    }
+
+
+def _served_token(item: AssignmentItem) -> str:
+    return signing.dumps([item.pk, time.time()], salt=SERVED_SALT, compress=True)
+
+
+def _timing(request: HttpRequest, item: AssignmentItem) -> Timing:
+    """Seconds on screen from the signed time the page was served; active seconds as the page
+    reports them (tab visible and focused), never more than the time on screen."""
+    try:
+        pk, served = signing.loads(
+            request.POST.get("served", ""), salt=SERVED_SALT, max_age=MAX_SECONDS_ON_SCREEN
+        )
+    except (signing.BadSignature, ValueError, TypeError):
+        return Timing()
+    if pk != item.pk:
+        return Timing()
+    on_screen = max(0.0, time.time() - served)
+    try:
+        active = max(0.0, int(request.POST.get("active_ms", "")) / 1000)
+    except ValueError:
+        active = None
+    if active is not None:
+        active = min(active, on_screen)
+    served_at = datetime.fromtimestamp(served, tz=UTC)
+    return Timing(served_at=served_at, seconds_on_screen=round(on_screen, 3), active_seconds=active)
+
+
+def _rubric(assignment: Assignment) -> tuple[RubricVersion | None, list[Label]]:
+    """The campaign's current rubric and its labels, fetched once per request."""
+    cached = getattr(assignment, "_rubric_cache", None)
+    if cached is None:
+        rubric = assignment.campaign.current_rubric()
+        cached = (rubric, list(rubric.labels.all()) if rubric else [])
+        assignment._rubric_cache = cached
+    return cached
+
+
+def _panel_context(assignment: Assignment, item: AssignmentItem, **extra) -> dict:
+    campaign = assignment.campaign
+    rubric, labels = _rubric(assignment)
+    # Items are linked to their judgment when judged, and to earlier judgments of the same pair
+    # when they are created, so the item alone says whether the document is judged.
+    judgment = item.judgment
+    candidate = next_item(assignment, after=item.position) if judgment is None else None
+    if candidate is not None and candidate.pk == item.pk:
+        candidate = None
+    wanted = [item.doc_id] + ([candidate.doc_id] if candidate else [])
+    documents = {
+        doc.doc_id: doc
+        for doc in Document.objects.filter(campaign=campaign, doc_id__in=wanted).only(
+            "doc_id", "title", "body_html"
+        )
+    }
+    upcoming = None
+    if candidate is not None:
+        upcoming = {"item": candidate, "document": documents.get(candidate.doc_id)}
+    topic_progress = progress(assignment, topic=item.topic)
+    mark_served(item)
+    return {
+        "campaign": campaign,
+        "assignment": assignment,
+        "item": item,
+        "topic": item.topic,
+        "document": documents.get(item.doc_id),
+        "judgment": judgment,
+        "rubric": rubric,
+        "labels": labels,
+        "previous": neighbour(item, -1),
+        "topic_progress": topic_progress[0] if topic_progress else None,
+        "upcoming": upcoming,
+        "submission_id": uuid.uuid4(),
+        "served": _served_token(item),
+        **extra,
+    }
+
+
+def _render_panel(request, context, *, status: int = 200) -> HttpResponse:
+    template = "assess/judge.html#panel" if request.htmx else "assess/judge.html"
+    return render(request, template, context, status=status)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def judge(request: HttpRequest, slug: str, token: str, item: str) -> HttpResponse:
+    assignment = _get_assignment_for_user(request, slug, token)
+    current = _get_item(assignment, item)
+    if request.method == "GET":
+        if current.withdrawn and current.judgment_id is None:
+            return redirect("assess:start", slug=slug, token=token)
+        return _render_panel(request, _panel_context(assignment, current))
+
+    rubric, labels = _rubric(assignment)
+    try:
+        label = int(request.POST.get("label", ""))
+        submission_id = uuid.UUID(request.POST.get("submission", ""))
+        expected = int(request.POST.get("version", ""))
+    except ValueError:
+        context = _panel_context(assignment, current, error="Choose one of the labels.")
+        return _render_panel(request, context, status=400)
+    if label not in {choice.value for choice in labels}:
+        context = _panel_context(assignment, current, error="That label is not on the scale.")
+        return _render_panel(request, context, status=400)
+    try:
+        submit(
+            item=current,
+            label=label,
+            rubric_version=rubric,
+            check_label=False,
+            submission_id=submission_id,
+            expected_version=expected,
+            timing=_timing(request, current),
+            note=request.POST.get("note", "").strip()[:2000],
+            unreadable=bool(request.POST.get("unreadable")),
+            unsure=bool(request.POST.get("unsure")),
+        )
+    except InvalidLabel:
+        context = _panel_context(assignment, current, error="That label is not on the scale.")
+        return _render_panel(request, context, status=400)
+    except StaleJudgment as exc:
+        current.judgment = exc.current
+        context = _panel_context(assignment, current, conflict=exc.current, attempted=label)
+        return _render_panel(request, context, status=409)
+    following = next_item(assignment, after=current.position)
+    if following is None:
+        if request.htmx:
+            response = render(request, "assess/done.html#finished", _done_context(assignment))
+            return push_url(response, reverse("assess:start", args=[slug, token]))
+        return redirect("assess:start", slug=slug, token=token)
+    url = reverse("assess:judge", args=[slug, token, following.token])
+    if not request.htmx:
+        return redirect(url)
+    response = _render_panel(request, _panel_context(assignment, following))
+    return push_url(response, url)

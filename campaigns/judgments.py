@@ -1,0 +1,133 @@
+"""Recording verdicts: never lost, never silently overwritten, never recorded twice.
+
+Every verdict is a new :class:`JudgmentRevision` (append-only); the :class:`Judgment` row holds the
+current one. A form carries a one-time ``submission_id`` (a double click, an htmx retry or a
+back-button resubmission finds its verdict already stored and records nothing more) and the
+judgment ``version`` it was rendered with (a revision made from a stale tab is refused, not
+applied over a newer verdict).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from campaigns.models import Assessor, Judgment, JudgmentRevision, RubricVersion, Topic
+
+
+class StaleJudgment(Exception):
+    """The pair was judged (or revised) elsewhere since this form was shown."""
+
+    def __init__(self, current: Judgment | None):
+        super().__init__("The judgment changed since this page was shown.")
+        self.current = current
+
+
+class InvalidLabel(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Timing:
+    served_at: datetime | None = None
+    seconds_on_screen: float | None = None
+    active_seconds: float | None = None
+
+
+def record_judgment(
+    *,
+    assessor: Assessor,
+    topic: Topic,
+    doc_id: str,
+    label: int,
+    rubric_version: RubricVersion | None,
+    submission_id: uuid.UUID | None = None,
+    expected_version: int | None = None,
+    timing: Timing = Timing(),
+    position: int | None = None,
+    note: str = "",
+    unreadable: bool = False,
+    unsure: bool = False,
+    check_label: bool = True,
+) -> tuple[Judgment, bool]:
+    """Store ``label`` as ``assessor``'s verdict on (topic, doc_id).
+
+    Returns (judgment, recorded): recorded is False when this submission was already stored.
+    ``expected_version`` is the judgment's version when the form was shown (0: not judged yet);
+    None skips the check. Raises StaleJudgment when it no longer matches, InvalidLabel when the
+    label is not on the rubric shown (unless the caller checked it: ``check_label`` False)."""
+    if (
+        check_label
+        and rubric_version is not None
+        and not rubric_version.labels.filter(value=label).exists()
+    ):
+        raise InvalidLabel(f"{label} is not a label of rubric version {rubric_version.number}.")
+    if submission_id is not None:
+        done = JudgmentRevision.objects.filter(submission_id=submission_id).first()
+        if done is not None:
+            return done.judgment, False
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            judgment = (
+                Judgment.objects.select_for_update()
+                .filter(assessor=assessor, topic=topic, doc_id=doc_id)
+                .first()
+            )
+            if judgment is None:
+                if expected_version not in (None, 0):
+                    raise StaleJudgment(None)
+                judgment = Judgment(
+                    campaign_id=assessor.campaign_id,
+                    topic=topic,
+                    doc_id=doc_id,
+                    assessor=assessor,
+                    first_judged_at=now,
+                    version=1,
+                )
+            else:
+                if expected_version is not None and expected_version != judgment.version:
+                    raise StaleJudgment(judgment)
+                judgment.version += 1
+            judgment.label = label
+            judgment.rubric_version = rubric_version
+            judgment.judged_at = now
+            judgment.served_at = timing.served_at
+            judgment.seconds_on_screen = timing.seconds_on_screen
+            judgment.active_seconds = timing.active_seconds
+            judgment.note = note
+            judgment.unreadable = unreadable
+            judgment.unsure = unsure
+            if position is not None:
+                judgment.position = position
+            judgment.source = Judgment.Source.JUDGED
+            judgment.save()
+            JudgmentRevision.objects.create(
+                judgment=judgment,
+                version=judgment.version,
+                label=label,
+                rubric_version=rubric_version,
+                served_at=timing.served_at,
+                judged_at=now,
+                seconds_on_screen=timing.seconds_on_screen,
+                active_seconds=timing.active_seconds,
+                note=note,
+                unreadable=unreadable,
+                unsure=unsure,
+                submission_id=submission_id,
+            )
+    except IntegrityError:
+        # A concurrent request won the race: the same submission (then it is stored, once), or
+        # a first verdict from another tab (then this one is stale).
+        if submission_id is not None:
+            done = JudgmentRevision.objects.filter(submission_id=submission_id).first()
+            if done is not None:
+                return done.judgment, False
+        raise StaleJudgment(
+            Judgment.objects.filter(assessor=assessor, topic=topic, doc_id=doc_id).first()
+        ) from None
+    return judgment, True

@@ -1,0 +1,193 @@
+"""Runs and pools.
+
+Storage layout (measured in bench/import_runs.py): one row per (run, topic) holding that topic's
+ranked list in trec_eval order (score descending, ties by document id descending) — document ids
+newline-joined, scores as packed float64, the file's rank column as packed int32. A 5M-line import
+is 5,000 rows instead of 5M, and pooling or evaluation reads a run's topic in one fetch.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from campaigns.models import ID_MAX_LENGTH, Campaign, Job, Topic, id_validator
+
+
+class RunQuerySet(models.QuerySet):
+    def current(self) -> RunQuerySet:
+        """Runs not replaced by a re-import of the same tag."""
+        return self.filter(superseded_at__isnull=True)
+
+
+class Run(models.Model):
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="runs")
+    tag = models.CharField(max_length=ID_MAX_LENGTH, validators=[id_validator])
+    source_name = models.CharField(max_length=255, blank=True)
+    sha256 = models.CharField(max_length=64, blank=True)
+    line_count = models.PositiveIntegerField(default=0)
+    topic_count = models.PositiveIntegerField(default=0)
+    imported_at = models.DateTimeField(auto_now_add=True)
+    imported_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # A replaced run is kept, not deleted: pools built from it must stay reproducible.
+    superseded_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["campaign", "tag", "-imported_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["campaign", "tag"],
+                condition=Q(superseded_at__isnull=True),
+                name="run_current_tag_unique",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.tag
+
+
+class RunTopic(models.Model):
+    """One topic of one run: its ranked list, best first, in trec_eval order."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="topics")
+    topic = models.ForeignKey(Topic, on_delete=models.PROTECT, related_name="+")
+    docids = models.TextField()
+    scores = models.BinaryField()
+    ranks = models.BinaryField()
+    length = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "topic"], name="run_topic_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}/{self.topic_id}"
+
+    @staticmethod
+    def pack_scores(scores: list[float]) -> bytes:
+        return array("d", scores).tobytes()
+
+    @staticmethod
+    def pack_ranks(ranks: list[int]) -> bytes:
+        return array("q", ranks).tobytes()
+
+    def doc_list(self) -> list[str]:
+        return self.docids.split("\n") if self.docids else []
+
+    def score_list(self) -> list[float]:
+        values = array("d")
+        values.frombytes(bytes(self.scores))
+        return values.tolist()
+
+    def rank_list(self) -> list[int]:
+        values = array("q")
+        values.frombytes(bytes(self.ranks))
+        return values.tolist()
+
+
+class Pool(models.Model):
+    """A built pool is immutable: it records everything needed to rebuild it exactly, and
+    building again makes a new version."""
+
+    class Strategy(models.TextChoices):
+        DEPTH = "depth", "Depth-k"
+        SAMPLE = "sample", "Stratified sample"
+        RRF = "rrf", "Reciprocal rank fusion"
+        RBP = "rbp", "Rank-biased precision"
+
+    class Status(models.TextChoices):
+        BUILDING = "building", "Building"
+        BUILT = "built", "Built"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="pools")
+    version = models.PositiveIntegerField()
+    strategy = models.CharField(max_length=20, choices=Strategy.choices)
+    # Strategy parameters, the ranked-list order ("trec_eval" or "file_rank"), and whether the
+    # pool is residual (only pairs not yet judged when it was built).
+    params = models.JSONField(default=dict)
+    runs = models.ManyToManyField(Run, related_name="pools")
+    topics = models.ManyToManyField(Topic, related_name="+", blank=True)
+    seed = models.BigIntegerField(null=True, blank=True)
+    software_version = models.CharField(max_length=40)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.BUILDING)
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    note = models.CharField(max_length=200, blank=True)
+    size = models.PositiveIntegerField(default=0)
+    stats = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    built_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["campaign", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "version"], name="pool_version_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.campaign.slug} pool v{self.version} ({self.strategy})"
+
+    @property
+    def is_residual(self) -> bool:
+        return bool(self.params.get("residual"))
+
+    def describe(self) -> str:
+        """Strategy and parameters in one line, for tables and the exported documentation."""
+        p = self.params
+        if self.strategy == self.Strategy.DEPTH:
+            text = f"depth {p.get('depth')}"
+            if p.get("depth_per_run"):
+                text += " (per-run depths)"
+        elif self.strategy == self.Strategy.SAMPLE:
+            strata = ", ".join(
+                f"{s['first_rank']}-{s['last_rank']} at {s['rate']:.0%}"
+                for s in p.get("strata", [])
+            )
+            text = f"stratified sample ({strata}), seed {self.seed}"
+        elif self.strategy == self.Strategy.RRF:
+            text = f"RRF budget {p.get('budget')} per topic, k={p.get('k', 60)}"
+        else:
+            text = f"RBP budget {p.get('budget')} per topic, p={p.get('p')}, {p.get('aggregate')}"
+        if p.get("order") == "file_rank":
+            text += ", file rank order"
+        if self.is_residual:
+            text += ", residual"
+        return text
+
+
+class PoolEntry(models.Model):
+    """One (topic, document) pair of a pool, with its provenance. Provenance never leaves the
+    organiser's side: assessors see neither runs nor ranks nor strata."""
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="entries")
+    topic = models.ForeignKey(Topic, on_delete=models.PROTECT, related_name="+")
+    doc_id = models.CharField(max_length=ID_MAX_LENGTH)
+    # [[run id, 1-based rank in the order used], ...]
+    provenance = models.JSONField(default=list)
+    stratum = models.PositiveSmallIntegerField(null=True, blank=True)
+    inclusion_probability = models.FloatField(null=True, blank=True)
+    # False for pooled-but-unsampled pairs of a sampled pool (exported as -1 when asked).
+    sampled = models.BooleanField(default=True)
+    fused_score = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["pool", "topic", "doc_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["pool", "topic", "doc_id"], name="pool_entry_pair_unique"
+            )
+        ]
+        indexes = [models.Index(fields=["pool", "topic", "sampled"], name="pool_entry_topic_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.topic_id} {self.doc_id}"

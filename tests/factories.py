@@ -1,0 +1,107 @@
+"""Building campaign data for tests in one obvious way: topics, documents, runs and a built pool."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from django.db import transaction
+
+from campaigns.models import Campaign, Document, Topic
+from pooling.formats import trec_eval_order
+from pooling.models import Pool, Run, RunTopic
+from pooling.pools import create_pool
+
+
+def make_topics(campaign: Campaign, ids: Sequence[str]) -> list[Topic]:
+    return [
+        Topic.objects.create(
+            campaign=campaign,
+            topic_id=topic_id,
+            title=f"Topic {topic_id} title",
+            description=f"What topic {topic_id} asks.",
+            narrative=f"Relevant documents discuss topic {topic_id}.",
+            position=i,
+        )
+        for i, topic_id in enumerate(ids, start=1)
+    ]
+
+
+def make_documents(campaign: Campaign, ids: Sequence[str], *, body: str = "") -> None:
+    Document.objects.bulk_create(
+        Document(
+            campaign=campaign,
+            doc_id=doc_id,
+            title=f"Document {doc_id}",
+            body=body or f"The text of document {doc_id}.",
+            body_html=f"<p>{body or f'The text of document {doc_id}.'}</p>",
+        )
+        for doc_id in ids
+    )
+
+
+def make_run(
+    campaign: Campaign, tag: str, ranking: Mapping[str, Sequence[tuple[str, float]]]
+) -> Run:
+    """A run from topic id -> [(doc id, score), ...] (stored in trec_eval order)."""
+    topics = dict(campaign.topics.values_list("topic_id", "pk"))
+    run = Run.objects.create(
+        campaign=campaign,
+        tag=tag,
+        line_count=sum(len(docs) for docs in ranking.values()),
+        topic_count=len(ranking),
+    )
+    for topic_id, docs in ranking.items():
+        ordered = trec_eval_order(
+            [d for d, _ in docs], [s for _, s in docs], list(range(1, len(docs) + 1))
+        )
+        RunTopic.objects.create(
+            run=run,
+            topic_id=topics[topic_id],
+            docids="\n".join(ordered.docids),
+            scores=RunTopic.pack_scores(ordered.scores),
+            ranks=RunTopic.pack_ranks(ordered.ranks),
+            length=len(ordered.docids),
+        )
+    return run
+
+
+def make_pool(campaign: Campaign, *, depth: int = 10, **params) -> Pool:
+    """A depth pool over all current runs, built in-process."""
+    from pooljudge.celery import app
+
+    eager = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    try:
+        with transaction.atomic():
+            pool = create_pool(
+                campaign=campaign, strategy="depth", params={"depth": depth, **params}
+            )
+        # Outside a test transaction on_commit has fired; inside one, build now.
+        pool.refresh_from_db()
+        if pool.status != Pool.Status.BUILT:
+            from pooling.pools import build_pool
+
+            with transaction.atomic():
+                build_pool(pool=pool)
+            pool.refresh_from_db()
+    finally:
+        app.conf.task_always_eager = eager
+    return pool
+
+
+def small_campaign(campaign: Campaign, *, topics: Sequence[str] = ("301", "302"), docs: int = 6):
+    """Two topics, documents d01..dNN, and two runs whose depth-``docs`` pool holds them all."""
+    make_topics(campaign, topics)
+    doc_ids = [f"d{i:02d}" for i in range(1, docs + 1)]
+    make_documents(campaign, doc_ids)
+    make_run(
+        campaign,
+        "SECRET-RUN-alpha",
+        {t: [(d, 100.0 - i * 1.337) for i, d in enumerate(doc_ids)] for t in topics},
+    )
+    make_run(
+        campaign,
+        "SECRET-RUN-beta",
+        {t: [(d, 7.25 + i * 0.5) for i, d in enumerate(doc_ids)] for t in topics},
+    )
+    return make_pool(campaign, depth=docs)
