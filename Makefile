@@ -10,8 +10,7 @@ PORT ?= 8000
 
 run: $(VENV)/.installed
 	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py local_accounts
-	@echo "Pooljudge: http://$(HOST):$(PORT)/"
+	$(BIN)/python manage.py demo --url http://$(HOST):$(PORT)/
 	$(BIN)/python manage.py runserver $(HOST):$(PORT)
 
 test: $(VENV)/.installed-dev

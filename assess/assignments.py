@@ -142,6 +142,7 @@ def assign(
     seed: int | None = None,
     interleave: bool = False,
     overlap: float | None = None,
+    overlap_topics: Sequence[Topic] | None = None,
     partner=None,
     by=None,
 ) -> list[Assignment]:
@@ -150,7 +151,8 @@ def assign(
     primary: every document, in the user's own order. queue: the user draws from the topics'
     shared queue. With ``overlap`` (a fraction, 1.0 = whole topics) a share of each topic's
     documents is also given for agreement: to ``partner`` in primary mode, or in queue mode as
-    extra queue copies that go to a second assessor. Returns the assignments created."""
+    extra queue copies that go to a second assessor; ``overlap_topics`` limits the overlap to
+    some of the topics. Returns the assignments created."""
     topics = sorted(topics, key=lambda t: (t.position, t.topic_id))
     _check(campaign, pool, topics)
     if mode not in Assignment.Mode.values or mode == Assignment.Mode.OVERLAP:
@@ -188,6 +190,11 @@ def assign(
     else:
         _ensure_queue(pool, topics, seed=seed)
     if overlap is not None:
+        if overlap_topics is not None:
+            wanted = {t.pk for t in overlap_topics}
+            if not wanted <= {t.pk for t in topics}:
+                raise AssignmentError("Overlap topics must be among the assigned topics.")
+            topics = [t for t in topics if t.pk in wanted]
         chosen = {
             t.pk: _overlap_sample(pairs.get(t.pk, []), overlap, seed=seed, topic=t) for t in topics
         }

@@ -56,6 +56,8 @@ INSTALLED_APPS = [
     "pooling",
     "assess",
     "qrels",
+    # The project package itself, for commands that span the apps (`manage.py demo`).
+    "pooljudge",
 ]
 
 MIDDLEWARE = [
