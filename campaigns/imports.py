@@ -7,8 +7,10 @@ line inside one transaction, and a problem anywhere rolls the whole import back.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, BinaryIO
 
 from django.conf import settings
@@ -176,22 +178,28 @@ def run_import_job(job, progress, importer: Callable[..., ImportSummary]) -> dic
     refused input into a failed job listing each problem with its file and line."""
     from campaigns.jobs import JobFailed
     from campaigns.models import Upload
-    from campaigns.uploads import discard_bytes, upload_bytes
+    from campaigns.uploads import copy_upload, discard_bytes
 
     uploads = list(Upload.objects.filter(pk__in=job.params.get("uploads", [])).order_by("pk"))
     if not uploads or any(not upload.chunks.exists() for upload in uploads):
         raise JobFailed("The uploaded file is no longer stored; upload it again.")
-    sources = [(upload.name, upload_bytes(upload)) for upload in uploads]
     try:
-        summary = importer(
-            campaign=job.campaign,
-            sources=sources,
-            options=job.params.get("options", {}),
-            progress=lambda done, total, message: progress.update(
-                done, total=total, message=message
-            ),
-            user=job.created_by,
-        )
+        # Each upload becomes a temporary file, so that importers read every source the same
+        # way the command line does, and memory holds at most one file (not the whole set).
+        with tempfile.TemporaryDirectory(prefix="pooljudge-import-") as scratch:
+            sources = [
+                (upload.name, copy_upload(upload, Path(scratch) / f"upload-{upload.pk}"))
+                for upload in uploads
+            ]
+            summary = importer(
+                campaign=job.campaign,
+                sources=sources,
+                options=job.params.get("options", {}),
+                progress=lambda done, total, message: progress.update(
+                    done, total=total, message=message
+                ),
+                user=job.created_by,
+            )
     except ParseError as exc:
         count = len(exc.problems) + exc.more
         raise JobFailed(

@@ -13,6 +13,7 @@ import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile as DjangoUploadedFile
@@ -166,6 +167,16 @@ def upload_bytes(upload: Upload) -> io.BytesIO:
         bytes(chunk) for chunk in upload.chunks.order_by("seq").values_list("data", flat=True)
     )
     return io.BytesIO(data)
+
+
+def copy_upload(upload: Upload, path: Path) -> Path:
+    """Write the upload's bytes to ``path``, one stored chunk at a time: an import then reads a
+    plain file (streaming it, or in another process) and never holds the whole upload twice."""
+    chunks = upload.chunks.order_by("seq").values_list("data", flat=True)
+    with open(path, "wb") as file:
+        for data in chunks.iterator(chunk_size=2):
+            file.write(data)
+    return path
 
 
 def discard_bytes(upload_ids: list[int]) -> None:

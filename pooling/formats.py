@@ -14,13 +14,15 @@ an id) but never accepts a file the careful pass would refuse. Nothing here impo
 from __future__ import annotations
 
 import contextlib
+import io
 import math
 import os
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain, compress, groupby, islice
 from operator import eq
-from typing import BinaryIO, TextIO
+from typing import BinaryIO, NamedTuple, TextIO
 
 from campaigns.textfiles import (
     MAX_ID_LENGTH,
@@ -468,6 +470,66 @@ def read_run_file(
         return parse_run(lines, source=display, split_tags=split_tags)
     del data
     return parse_run_text(text, source=display, split_tags=split_tags)
+
+
+# --- Packing for storage -----------------------------------------------------------------------
+
+
+class PackedTopic(NamedTuple):
+    """One topic of a run as the database stores it (pooling.models.RunTopic): the ranked list
+    in trec_eval order as three values instead of thousands."""
+
+    topic_id: str
+    docids: str  # joined by newlines
+    scores: bytes  # float64, native byte order
+    ranks: bytes  # int64, native byte order: the file's rank column
+    length: int
+
+
+@dataclass
+class PackedRun:
+    """A run ready to store: its tag, its topics packed in file order, its line count, its file."""
+
+    tag: str
+    topics: list[PackedTopic]
+    lines: int
+    source: str
+
+
+def pack_run(run: ParsedRun) -> PackedRun:
+    """The run with each topic packed for storage. Consumes ``run``: each topic's lists are
+    dropped as soon as they are packed, so packing needs little memory beyond the parse."""
+    packed = []
+    topics = run.topics
+    for topic_id in list(topics):
+        ranked = topics.pop(topic_id)
+        packed.append(
+            PackedTopic(
+                topic_id,
+                "\n".join(ranked.docids),
+                array("d", ranked.scores).tobytes(),
+                array("q", ranked.ranks).tobytes(),
+                len(ranked.docids),
+            )
+        )
+    return PackedRun(run.tag, packed, run.lines, run.source)
+
+
+def read_packed_run_file(
+    source: str | os.PathLike | BinaryIO | bytes,
+    *,
+    name: str | None = None,
+    split_tags: bool = False,
+    encoding: str | None = None,
+) -> list[PackedRun]:
+    """read_run_file, packed for storage (see pack_run); also takes the file's bytes.
+
+    Everything it takes and returns can be pickled, so imports can run it in worker processes;
+    a refused file raises ParseError, which pickles with its problems."""
+    if isinstance(source, bytes):
+        source = io.BytesIO(source)
+    runs = read_run_file(source, name=name, split_tags=split_tags, encoding=encoding)
+    return [pack_run(runs.pop(0)) for _ in range(len(runs))]
 
 
 # --- Writing -----------------------------------------------------------------------------------
