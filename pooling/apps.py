@@ -6,7 +6,9 @@ class PoolingConfig(AppConfig):
     verbose_name = "Runs and pools"
 
     def ready(self) -> None:
+        # Jobs are sent by task name: the web process must have the tasks registered too.
         from campaigns.uploads import Importer, register
+        from pooling import tasks  # noqa: F401
 
         # Documents are registered here rather than in campaigns because "only pooled documents"
         # needs the pools.

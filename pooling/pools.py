@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
-import itertools
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -59,13 +58,11 @@ def ranked_lists(
     if order not in ORDERS:
         raise PoolDefinitionError(f"Unknown ranking order {order!r}.")
     run_list = list(runs)
-    rows = RunTopic.objects.filter(run__in=run_list).select_related("topic")
-    if topics is not None:
-        rows = rows.filter(topic__in=list(topics))
+    topic_list = list(topics) if topics is not None else None
     fields = ["run_id", "topic__topic_id", "docids"] + (["ranks"] if order == "file_rank" else [])
     result: dict[str, dict[str, list[str]]] = {str(run.pk): {} for run in run_list}
     cut = depth is not None and order == "trec_eval"
-    for row in rows.values_list(*fields).iterator(chunk_size=200):
+    for row in _run_topic_rows(run_list, topic_list, fields):
         if not row[2]:
             docids = []
         elif cut:
@@ -79,6 +76,34 @@ def ranked_lists(
             docids = [docids[i] for i in positions]
         result[str(row[0])][row[1]] = docids[:depth] if depth is not None else docids
     return result
+
+
+READ_BATCH_ROWS = 1000
+
+
+def _run_topic_rows(
+    runs: list[Run], topics: list[Topic] | None, fields: list[str]
+) -> Iterator[tuple]:
+    """The runs' RunTopic rows as tuples of ``fields``, a batch of runs per query.
+
+    Each query fetches about READ_BATCH_ROWS rows in one go: memory stays bounded by a batch
+    (a few megabytes of ranked lists), and there is one round trip per batch rather than the
+    many small FETCHes of a server-side cursor, which measured twice as slow.
+    """
+    batch: list[Run] = []
+    rows = 0
+    for run in [*runs, None]:
+        if run is not None:
+            batch.append(run)
+            rows += max(1, run.topic_count)
+            if rows < READ_BATCH_ROWS:
+                continue
+        if batch:
+            query = RunTopic.objects.filter(run__in=batch)
+            if topics is not None:
+                query = query.filter(topic__in=topics)
+            yield from list(query.values_list(*fields))
+        batch, rows = [], 0
 
 
 def judged_pairs(campaign: Campaign) -> set[tuple[str, str]]:
@@ -361,43 +386,72 @@ def _copy_value(value: float | int | None) -> str:
     return "\\N" if value is None else repr(value)
 
 
-def _write_entries(pool: Pool, built: strategies.Pool, topic_pks: dict[str, int]) -> int:
-    """Store the entries: COPY on PostgreSQL, bulk INSERTs elsewhere. Returns how many."""
-    count = 0
-    if connection.vendor == "postgresql":
-        table = PoolEntry._meta.db_table
-        batch: list[str] = []
-        with (
-            connection.cursor() as cursor,
-            cursor.cursor.copy(f"COPY {table} ({', '.join(ENTRY_COLUMNS)}) FROM STDIN") as copy,
-        ):
-            for line in _copy_lines(pool.pk, built, topic_pks):
+class _EntryWriter:
+    """Stores a pool's entries chunk of topics by chunk, in the caller's transaction.
+
+    On PostgreSQL each chunk goes in a COPY fed by a writer thread (psycopg's QueuedLibpqWriter):
+    ``write`` returns at once, and the server inserts and indexes that chunk while Python pools
+    the next one, so the two costs overlap instead of adding up. ``close`` waits for the open COPY
+    to end. While a COPY is open the connection can run no other statement, so the caller must
+    ``close`` before anything that may query (progress reports read the cancel flag). Elsewhere,
+    ``write`` is a bulk INSERT and ``close`` does nothing. ``count`` is the entries written.
+    """
+
+    def __init__(self, pool: Pool, topic_pks: dict[str, int]) -> None:
+        self.pool = pool
+        self.topic_pks = topic_pks
+        self.count = 0
+        self._copying: contextlib.ExitStack | None = None
+
+    def __enter__(self) -> _EntryWriter:
+        return self
+
+    def __exit__(self, *exc_info) -> bool | None:
+        copying, self._copying = self._copying, None
+        return copying.__exit__(*exc_info) if copying is not None else None
+
+    def write(self, part: strategies.Pool) -> None:
+        if connection.vendor != "postgresql":
+            rows = [
+                PoolEntry(
+                    pool_id=self.pool.pk,
+                    topic_id=self.topic_pks[topic_id],
+                    doc_id=entry.doc_id,
+                    provenance=[[int(c.run), c.rank] for c in entry.contributions],
+                    stratum=entry.stratum,
+                    inclusion_probability=entry.inclusion_probability,
+                    sampled=entry.sampled,
+                    fused_score=entry.score,
+                )
+                for topic_id, entries in part.items()
+                for entry in entries
+            ]
+            PoolEntry.objects.bulk_create(rows, batch_size=2000)
+            self.count += len(rows)
+            return
+        from psycopg.copy import QueuedLibpqWriter
+
+        self.close()
+        with contextlib.ExitStack() as stack:
+            cursor = stack.enter_context(connection.cursor()).cursor
+            statement = f"COPY {PoolEntry._meta.db_table} ({', '.join(ENTRY_COLUMNS)}) FROM STDIN"
+            copy = stack.enter_context(cursor.copy(statement, writer=QueuedLibpqWriter(cursor)))
+            batch: list[str] = []
+            for line in _copy_lines(self.pool.pk, part, self.topic_pks):
                 batch.append(line)
                 if len(batch) == _COPY_BATCH:
                     copy.write("".join(batch))
-                    count += len(batch)
+                    self.count += len(batch)
                     batch.clear()
-            copy.write("".join(batch))
-            count += len(batch)
-        return count
-    rows = (
-        PoolEntry(
-            pool_id=pool.pk,
-            topic_id=topic_pks[topic_id],
-            doc_id=entry.doc_id,
-            provenance=[[int(c.run), c.rank] for c in entry.contributions],
-            stratum=entry.stratum,
-            inclusion_probability=entry.inclusion_probability,
-            sampled=entry.sampled,
-            fused_score=entry.score,
-        )
-        for topic_id, entries in built.items()
-        for entry in entries
-    )
-    while batch_of_entries := list(itertools.islice(rows, 2000)):
-        PoolEntry.objects.bulk_create(batch_of_entries)
-        count += len(batch_of_entries)
-    return count
+            if batch:
+                copy.write("".join(batch))
+                self.count += len(batch)
+            self._copying = stack.pop_all()  # left open: the server works while we go on
+
+    def close(self) -> None:
+        copying, self._copying = self._copying, None
+        if copying is not None:
+            copying.close()
 
 
 def build_pool(*, pool: Pool, progress: ProgressFn = _no_progress) -> dict[str, Any]:
@@ -428,31 +482,35 @@ def build_pool(*, pool: Pool, progress: ProgressFn = _no_progress) -> dict[str, 
     relevant = relevant_pairs(pool.campaign)
     progress(0, len(topics), "pooling")
     built: strategies.Pool = {}
-    with _collector_paused():
-        done = 0
+    done = 0
+    with _collector_paused(), _EntryWriter(pool, topic_pks) as entries:
         for chunk in _chunks(topic_ids, max(1, math.ceil(len(topic_ids) / PROGRESS_STEPS))):
-            built.update(_compute(pool, runs, chunk))
+            part = _compute(pool, runs, chunk)  # while the server stores the previous chunk
+            if pool.is_residual:
+                part = strategies.residual(part, judged)
             done += len(chunk)
+            entries.close()  # before reporting: a progress report may query
             progress(done, len(topics), f"pooled up to topic {chunk[-1]}")
-        if pool.is_residual:
-            built = strategies.residual(built, judged)
-        progress(done, len(topics), "computing statistics")
+            entries.write(part)
+            built.update(part)
         statistics = strategies.pool_statistics(
             runs, built, depth=stats_depth(pool, runs), judged=judged, relevant=relevant
         )
-        progress(done, len(topics), "storing entries")
-        size = _write_entries(pool, built, topic_pks)
+        entries.close()
+    progress(done, len(topics), "saving the pool")
     pool.stats = dataclasses.asdict(statistics)
-    pool.size = size
+    pool.size = entries.count
     pool.status = Pool.Status.BUILT
     pool.built_at = timezone.now()
     pool.save(update_fields=["stats", "size", "status", "built_at"])
     return {
         "pool": pool.pk,
         "version": pool.version,
-        "size": size,
+        "size": pool.size,
         "topics": len(topic_ids),
-        "message": f"Pool v{pool.version} built: {size:,} documents over {len(topic_ids)} topics.",
+        "message": (
+            f"Pool v{pool.version} built: {pool.size:,} documents over {len(topic_ids)} topics."
+        ),
     }
 
 
