@@ -22,6 +22,9 @@ used one and the same label) comes out as None, never NaN:
 * ``relevant_overlap``: ``|A and B| / |A or B|`` where A and B are the common pairs each assessor
   marked relevant (label >= threshold), Voorhees' overlap.
 
+:func:`pairwise_from_counts` takes those confusion matrices already tallied (a database's GROUP
+BY over the judgments) and gives the same results as :func:`pairwise_agreement` on the judgments.
+
 Bootstrap confidence intervals resample the common pairs with replacement. Every statistic here is
 a function of the confusion matrix alone, and resampling n pairs with replacement gives a
 confusion matrix distributed Multinomial(n, observed cell shares); so the bootstrap draws those
@@ -203,10 +206,10 @@ def _none_if_nan(value: float | np.floating) -> float | None:
 # --- two assessors -------------------------------------------------------------------------------
 
 
-def _encode(
-    judgments: Judgments, labels: Sequence[int], threshold: int, binary: bool
-) -> tuple[list[int], np.ndarray, dict[str, dict[tuple[str, str], int]]]:
-    """(output labels, relevant mask, assessor -> pair -> position of the label in the scale)."""
+def _scale(
+    labels: Sequence[int], threshold: int, binary: bool
+) -> tuple[list[int], np.ndarray, dict[int, int]]:
+    """(output labels, relevant mask, label -> position in the output labels)."""
     scale = [int(label) for label in labels if label >= 0]
     if len(set(scale)) != len(scale):
         raise ValueError(f"the scale {list(labels)} lists a label twice")
@@ -214,12 +217,17 @@ def _encode(
         raise ValueError("the scale has no label >= 0")
     if binary:
         position = {label: int(label >= threshold) for label in scale}
-        out_labels = [0, 1]
-        relevant = np.array([False, True])
-    else:
-        position = {label: i for i, label in enumerate(scale)}
-        out_labels = scale
-        relevant = np.array([label >= threshold for label in scale])
+        return [0, 1], np.array([False, True]), position
+    relevant = np.array([label >= threshold for label in scale])
+    return scale, relevant, {label: i for i, label in enumerate(scale)}
+
+
+def _encode(
+    judgments: Judgments, labels: Sequence[int], threshold: int, binary: bool
+) -> tuple[list[int], np.ndarray, dict[str, dict[tuple[str, str], int]]]:
+    """(output labels, relevant mask, assessor -> pair -> position of the label in the scale)."""
+    out_labels, relevant, position = _scale(labels, threshold, binary)
+    scale = [int(label) for label in labels if label >= 0]
     encoded = {}
     for assessor, verdicts in judgments.items():
         try:
@@ -324,7 +332,6 @@ def pairwise_agreement(
     topic, reproducible for a given ``seed``. Raises ValueError for a label not in the scale.
     """
     out_labels, relevant, encoded = _encode(judgments, labels, threshold, binary)
-    graded = len(out_labels) > 2
     k = len(out_labels)
     order = list(assessors) if assessors is not None else sorted(encoded)
     unknown = [name for name in order if name not in encoded]
@@ -353,25 +360,109 @@ def pairwise_agreement(
         by_topic = np.bincount((ti * k + ia) * k + ib, minlength=len(topics) * k * k).reshape(
             len(topics), k, k
         )
-        total = by_topic.sum(axis=0)
+        results.append(
+            _pair_agreement(a, b, by_topic, topics, out_labels, relevant, bootstrap, seed)
+        )
+    return results
 
-        stats = _stats(total, graded=graded, relevant=relevant)
-        topic_stats = _stats(by_topic, graded=graded, relevant=relevant)
-        result = _pair_result(a, b, total, stats, (), out_labels, graded)
-        per_topic = {
-            topic: _pair_result(a, b, by_topic[t], topic_stats, (t,), out_labels, graded)
-            for t, topic in enumerate(topics)
-        }
-        if bootstrap > 0:
-            rng = np.random.default_rng(seed)
-            overall = _bootstrap(rng, total[None], bootstrap, graded=graded, relevant=relevant)
-            result.ci = _ci_dict(_intervals(overall), (0,), result)
-            topical = _bootstrap(rng, by_topic, bootstrap, graded=graded, relevant=relevant)
-            intervals = _intervals(topical)
-            for t, topic in enumerate(topics):
-                per_topic[topic].ci = _ci_dict(intervals, (t,), per_topic[topic])
-        result.per_topic = per_topic
-        results.append(result)
+
+def _pair_agreement(
+    a: str,
+    b: str,
+    by_topic: np.ndarray,
+    topics: list[str],
+    out_labels: list[int],
+    relevant: np.ndarray,
+    bootstrap: int,
+    seed: int,
+) -> PairAgreement:
+    """Two assessors' agreement from their confusion matrix per topic (T, k, k), topics in
+    natural order; the overall matrix is the sum."""
+    graded = len(out_labels) > 2
+    total = by_topic.sum(axis=0)
+    stats = _stats(total, graded=graded, relevant=relevant)
+    topic_stats = _stats(by_topic, graded=graded, relevant=relevant)
+    result = _pair_result(a, b, total, stats, (), out_labels, graded)
+    per_topic = {
+        topic: _pair_result(a, b, by_topic[t], topic_stats, (t,), out_labels, graded)
+        for t, topic in enumerate(topics)
+    }
+    if bootstrap > 0:
+        rng = np.random.default_rng(seed)
+        overall = _bootstrap(rng, total[None], bootstrap, graded=graded, relevant=relevant)
+        result.ci = _ci_dict(_intervals(overall), (0,), result)
+        topical = _bootstrap(rng, by_topic, bootstrap, graded=graded, relevant=relevant)
+        intervals = _intervals(topical)
+        for t, topic in enumerate(topics):
+            per_topic[topic].ci = _ci_dict(intervals, (t,), per_topic[topic])
+    result.per_topic = per_topic
+    return result
+
+
+PairCounts = Mapping[tuple[str, str], Mapping[str, Mapping[tuple[int, int], int]]]
+
+
+def pairwise_from_counts(
+    counts: PairCounts,
+    *,
+    labels: Sequence[int],
+    threshold: int,
+    binary: bool = False,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    assessors: Sequence[str] | None = None,
+) -> list[PairAgreement]:
+    """:func:`pairwise_agreement` from counts already tallied (say by a database's GROUP BY):
+    ``counts[(a, b)][topic][(label of a, label of b)]`` is how many pairs of that topic both
+    judged with those labels. Every statistic is a function of the confusion matrices, so the
+    results, intervals included, are exactly those of :func:`pairwise_agreement` on the
+    judgments behind the counts (same ``seed``).
+
+    Labels below 0 are ignored; ``binary`` maps labels as there. A key may name the two
+    assessors in either order. Pairs come in the order of ``assessors`` (default: names sorted),
+    and assessor pairs without a positive count are absent. Raises ValueError for a label not in
+    the scale or a negative count.
+    """
+    out_labels, relevant, position = _scale(labels, threshold, binary)
+    k = len(out_labels)
+    scale = [int(label) for label in labels if label >= 0]
+    tallies: dict[tuple[str, str], Mapping[str, Mapping[tuple[int, int], int]]] = {}
+    for (a, b), topics in counts.items():
+        if (a, b) in tallies or (b, a) in tallies:
+            raise ValueError(f"the pair {a!r}, {b!r} is counted twice")
+        tallies[(a, b)] = topics
+    names = sorted({name for pair in tallies for name in pair})
+    order = list(assessors) if assessors is not None else names
+    results = []
+    for a, b in combinations(order, 2):
+        swap = (a, b) not in tallies
+        topics = tallies.get((b, a) if swap else (a, b))
+        if not topics:
+            continue
+        ordered = sorted(topics, key=_natural_key)
+        by_topic = np.zeros((len(ordered), k, k), dtype=np.int64)
+        for t, topic in enumerate(ordered):
+            for (label_a, label_b), count in topics[topic].items():
+                if swap:
+                    label_a, label_b = label_b, label_a
+                if label_a < 0 or label_b < 0:
+                    continue
+                if count < 0:
+                    raise ValueError("a count is negative")
+                try:
+                    by_topic[t, position[label_a], position[label_b]] += count
+                except KeyError as error:
+                    raise ValueError(
+                        f"label {error.args[0]!r} is not in the scale {scale}"
+                    ) from None
+        keep = by_topic.sum(axis=(1, 2)) > 0
+        if not keep.any():
+            continue
+        by_topic = by_topic[keep]
+        ordered = [topic for topic, kept in zip(ordered, keep.tolist(), strict=True) if kept]
+        results.append(
+            _pair_agreement(a, b, by_topic, ordered, out_labels, relevant, bootstrap, seed)
+        )
     return results
 
 

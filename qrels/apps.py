@@ -6,7 +6,9 @@ class QrelsConfig(AppConfig):
     verbose_name = "Qrels, exports and reports"
 
     def ready(self) -> None:
+        # Jobs are sent by task name: the web process must have the tasks registered too.
         from campaigns.uploads import Importer, register
+        from qrels import tasks  # noqa: F401
 
         register(
             Importer(

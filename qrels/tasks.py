@@ -43,3 +43,66 @@ def export_task(self, job_id: int) -> None:
     """Build an export bundle (qrels.models.Export named in the job's params) into the
     database."""
     run_job(self, job_id, _build_export)
+
+
+REPORT_KIND = "report"
+
+
+def _build_report(job, progress) -> dict:
+    """An evaluation, ranking-stability or pool-bias report (qrels.runscores.run_report) of the
+    job's campaign, from the options in its params; an uploaded qrels file is read from the
+    campaign's stored uploads (params["uploads"]: option key -> upload id)."""
+    from campaigns.models import Upload
+    from campaigns.textfiles import ParseError
+    from campaigns.uploads import discard_bytes, upload_bytes
+    from qrels.policies import PolicyConflict
+    from qrels.runscores import parse_upload, run_report
+
+    params = job.params
+    uploaded = {}
+    upload_ids = []
+    for key, pk in (params.get("uploads") or {}).items():
+        upload = Upload.objects.filter(pk=pk, campaign=job.campaign).first()
+        if upload is None or not upload.chunks.exists():
+            raise JobFailed("The uploaded qrels file is no longer stored; upload it again.")
+        try:
+            uploaded[key] = parse_upload(
+                upload_bytes(upload),
+                name=upload.name,
+                on_conflict=params.get("on_conflict") or "refuse",
+            )
+        except ParseError as exc:
+            raise JobFailed(
+                f"{upload.name} is not a qrels file trec_eval reads.",
+                result={"problems": [str(p) for p in exc.problems], "more": exc.more},
+            ) from None
+        upload_ids.append(upload.pk)
+    try:
+        report = run_report(
+            campaign=job.campaign,
+            report=params.get("report", ""),
+            options=params.get("options") or {},
+            uploaded=uploaded,
+            progress=lambda done, total, message: progress.update(
+                done, total=total, message=message
+            ),
+        )
+    except PolicyConflict as exc:
+        count = len(exc.conflicts)
+        raise JobFailed(
+            f"Policy refuse: assessors disagree on {count:,} pair{'s' if count != 1 else ''}. "
+            "Choose another policy.",
+            result={"problems": exc.lines(100), "more": max(0, count - 100)},
+        ) from None
+    except ValueError as exc:
+        raise JobFailed(str(exc)) from None
+    # The result holds everything the page shows; the uploaded bytes are not needed again.
+    discard_bytes(upload_ids)
+    runs = len(report.get("runs", []))
+    return {"report": report, "message": f"Report ready: {runs} runs in {report['seconds']:.1f} s."}
+
+
+@shared_task(bind=True)
+def report_task(self, job_id: int) -> None:
+    """Compute a report too big to compute while its page loads (qrels.runscores.DIRECT_LIMIT)."""
+    run_job(self, job_id, _build_report)

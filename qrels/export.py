@@ -1,0 +1,1616 @@
+"""The export bundle: qrels that trec_eval reads unchanged, the assessor sidecar, and the
+collection's documentation, with a SHA-256 for every file.
+
+A bundle is a directory (or one zip of it) holding:
+
+``qrels.txt``
+    ``topic 0 docid label``, one line per pair, labels resolved by a policy
+    (:mod:`qrels.policies`), sorted by topic id then document id in code-point order. With
+    ``per_assessor``, ``qrels/<assessor>.txt`` instead, one file per assessor with their own
+    verdicts.
+``judgments.tsv`` / ``judgments.jsonl``
+    The sidecar: one row per current assessor judgment (imported ones too, marked by
+    ``source``), in the qrels order then by assessor. See ``SIDECAR_COLUMNS`` and the README
+    the bundle carries for the spreadsheet-safety and escaping rules.
+``README.md`` / ``campaign.json``
+    The documentation for people and for programs: scale and rubric (with its history), pools,
+    completeness per topic, agreement, the export's options, software version, export time, and
+    the SHA-256 of every data file (campaign.json also covers README.md).
+``SHA256SUMS``
+    ``sha256sum -c SHA256SUMS`` checks every other file, campaign.json included.
+
+Everything streams: the judgments are read once, sorted by pair, from one query (COPY on
+PostgreSQL), and the qrels, the two sidecar files and the tallies behind the documentation are
+written in that single pass through buffered, hashing writers. A zip is assembled from the
+finished files and streamed to its destination, which need not be seekable (a database-backed
+writer for :class:`qrels.models.Export`, a response, a file).
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import os
+import queue
+import re
+import tempfile
+import threading
+import zipfile
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from functools import partial
+from itertools import chain
+from operator import itemgetter
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from django.db import DatabaseError, connection
+from django.db.models import Count, Exists, OuterRef
+from django.utils import timezone
+
+import pooljudge
+from campaigns.models import Assessor, Campaign, Judgment, RubricVersion
+from pooling.models import Pool, PoolEntry, Run
+from qrels import agreement
+from qrels.formats import write_qrels
+from qrels.policies import (
+    LABEL,
+    POLICIES,
+    ROW_COLUMNS,
+    ROW_CONVERTERS,
+    UNJUDGED,
+    PolicyConflict,
+    Scope,
+    as_flag,
+    as_float,
+    as_int,
+    as_text,
+    as_timestamp,
+    default_policy,
+    find_conflicts,
+    judgment_rows_sql,
+    resolver_for,
+    scope,
+    stream_batches,
+    timestamp_sql,
+    unescape,
+    unjudged_label,
+)
+
+ProgressFn = Callable[[int, int | None, str], None]
+FORMAT = "pooljudge-export/1"
+SIDECAR_COLUMNS = (
+    "topic",
+    "docid",
+    "label",
+    "assessor",
+    "source",
+    "rubric_version",
+    "revisions",
+    "position",
+    "served_at",
+    "first_judged_at",
+    "judged_at",
+    "seconds_on_screen",
+    "active_seconds",
+    "pool",
+    "stratum",
+    "inclusion_probability",
+    "unreadable",
+    "unsure",
+    "note",
+)
+TEXT_COLUMNS = ("topic", "docid", "assessor", "source", "note")
+# A spreadsheet reads a cell starting with one of these as a formula (or, for tab and carriage
+# return, may shift it into one); a leading quote is added to such text cells, and to cells that
+# already start with a quote, so that removing one leading quote always restores the value.
+RISKY_FIRST = frozenset("=+-@'\t\r")
+SAFETY_RULE = (
+    "Text cells (topic, docid, assessor, source, note) that start with = + - @ ' or a tab or "
+    "carriage return get one extra ' in front, so no spreadsheet reads them as a formula. "
+    "To recover the value, remove one leading ' from a text cell that starts with one. "
+    "Labels and other numbers are never changed."
+)
+ESCAPE_RULE = (
+    "Inside TSV cells, backslash, tab, newline and carriage return are written `\\\\` `\\t` "
+    "`\\n` `\\r` (and backspace, form feed, vertical tab `\\b` `\\f` `\\v`): PostgreSQL's COPY "
+    "text format. Decode the escapes first, then the leading quote. Empty cells are missing "
+    "values. judgments.jsonl carries the same rows as JSON, with the raw strings (no quote, no "
+    "escapes)."
+)
+AGREEMENT_BOOTSTRAP = 1000
+README_TOPIC_ROWS = 200
+CHUNK_BYTES = 4 * 1024 * 1024
+SIDECAR_FLUSH_LINES = 8192
+
+
+class ExportError(ValueError):
+    """The export cannot be made as asked (a sentence for the organiser); nothing was written."""
+
+
+def _no_progress(done: int, total: int | None, message: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class BundleFile:
+    path: str
+    sha256: str
+    bytes: int
+    lines: int
+    description: str
+    labels: dict[str, int] | None = None  # qrels files: lines per label
+
+
+@dataclass
+class ExportResult:
+    name: str  # the bundle's name: the zip's folder and file stem
+    exported_at: datetime
+    files: list[BundleFile]  # every file but SHA256SUMS, in bundle order
+    manifest: dict[str, Any]  # what campaign.json holds
+    readme: str
+    directory: Path | None = None  # where the files are (None for a zip)
+    zip_bytes: int | None = None
+    zip_sha256: str | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def bundle_name(campaign: Campaign, at: datetime) -> str:
+    """``<slug>-qrels-<YYYYmmdd-HHMMSS>``: safe as a file name anywhere (slugs are [a-z0-9-])."""
+    return f"{campaign.slug}-qrels-{at.astimezone(UTC):%Y%m%d-%H%M%S}"
+
+
+def _iso(at: datetime | None) -> str | None:
+    if at is None:
+        return None
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def use_snapshot() -> None:
+    """On PostgreSQL, make the current transaction REPEATABLE READ when it has not run a
+    statement yet, so that every file of a bundle reads the same snapshot of the judgments
+    (verdicts saved while an export runs land in the next one). Elsewhere, or once the
+    transaction has started, it does nothing: SQLite transactions are serialised anyway."""
+    if connection.vendor != "postgresql" or not connection.in_atomic_block:
+        return
+    connection.ensure_connection()
+    from psycopg.pq import TransactionStatus
+
+    if connection.connection.info.transaction_status == TransactionStatus.IDLE:
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+
+
+# --- Writers -------------------------------------------------------------------------------------
+
+
+class _Background:
+    """Hashing and file writes, in order, on one thread beside the main loop: hashlib and file
+    writes release the GIL, so they run while the next rows are formatted. At most ``depth``
+    blocks wait, so memory stays bounded."""
+
+    def __init__(self, depth: int = 8):
+        self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=depth)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="export-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            task = self._queue.get()
+            try:
+                if task is None:
+                    return
+                if self._error is None:
+                    task()
+            except BaseException as exc:  # reported by the next submit or drain
+                self._error = exc
+            finally:
+                self._queue.task_done()
+
+    def submit(self, task: Callable[[], None]) -> None:
+        self._raise()
+        self._queue.put(task)
+
+    def drain(self) -> None:
+        """Wait until everything submitted is done; raise what failed."""
+        self._queue.join()
+        self._raise()
+
+    def stop(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+
+class _HashedFile:
+    """A UTF-8 text file written through a buffer, hashed and counted as it goes.
+
+    With ``lines`` each ``write`` is one line given without its newline (the buffer is joined
+    with newlines); otherwise ``write`` takes text with its newlines, one line per call.
+    ``keep_open=False`` reopens the file for each flush, for the many small per-assessor files
+    (no file-descriptor limit to meet). With ``background``, hashing and writing happen there.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        flush_lines: int = SIDECAR_FLUSH_LINES,
+        keep_open: bool = True,
+        lines: bool = False,
+        background: _Background | None = None,
+    ):
+        self.path = path
+        self.lines = 0
+        self.bytes = 0
+        self._parts: list[str] = []
+        self._flush_lines = flush_lines
+        self._digest = hashlib.sha256()
+        self._separator = "\n" if lines else ""
+        self._background = background
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: BinaryIO | None = open(path, "wb") if keep_open else None  # noqa: SIM115
+        if not keep_open:
+            path.write_bytes(b"")
+
+    def write(self, line: str) -> None:
+        self._parts.append(line)
+        if len(self._parts) >= self._flush_lines:
+            self.flush()
+
+    @property
+    def append(self) -> Callable[[str], None]:
+        """The buffer's own ``append``, for hot loops that call :meth:`flush` themselves."""
+        return self._parts.append
+
+    def extend(self, parts: list[str]) -> None:
+        self._parts.extend(parts)
+        if len(self._parts) >= self._flush_lines:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._parts:
+            return
+        data = (self._separator.join(self._parts) + self._separator).encode()
+        self.lines += len(self._parts)
+        self._parts.clear()  # in place: the bound append stays valid
+        self.bytes += len(data)
+        if self._background is not None:
+            self._background.submit(partial(self._store, data))
+        else:
+            self._store(data)
+
+    def _store(self, data: bytes) -> None:
+        self._digest.update(data)
+        if self._file is not None:
+            self._file.write(data)
+        else:
+            with open(self.path, "ab") as handle:
+                handle.write(data)
+
+    def close(self, root: Path, description: str, labels=None) -> BundleFile:
+        self.flush()
+        if self._background is not None:
+            self._background.drain()
+        if self._file is not None:
+            self._file.close()
+        return BundleFile(
+            path=self.path.relative_to(root).as_posix(),
+            sha256=self._digest.hexdigest(),
+            bytes=self.bytes,
+            lines=self.lines,
+            description=description,
+            labels=labels,
+        )
+
+
+class _QrelsWriter:
+    """Qrels lines through :func:`qrels.formats.write_qrels` (which checks every id) into a
+    hashed file, counting lines per label. Callers append (topic id, doc id, label) to
+    ``rows`` (or call :meth:`add`) and flush now and then."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        keep_open: bool = True,
+        flush_lines: int = 8192,
+        background: _Background | None = None,
+    ):
+        self.file = _HashedFile(
+            path, keep_open=keep_open, flush_lines=flush_lines, background=background
+        )
+        self.labels: Counter[int] = Counter()
+        self.rows: list[tuple[str, str, int]] = []
+        self._flush_rows = flush_lines
+
+    def add(self, topic_id: str, doc_id: str, label: int) -> None:
+        self.rows.append((topic_id, doc_id, label))
+        if len(self.rows) >= self._flush_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.rows:
+            self.labels.update(map(itemgetter(2), self.rows))
+            lines = _Lines()
+            write_qrels(self.rows, lines)
+            self.file.extend(lines.parts)
+            self.rows.clear()
+
+    def close(self, root: Path, description: str) -> BundleFile:
+        self.flush()
+        labels = {str(label): self.labels[label] for label in sorted(self.labels)}
+        return self.file.close(root, description, labels)
+
+
+class _Lines:
+    """A text stream that only collects what is written (``write`` is a list's append)."""
+
+    def __init__(self):
+        self.parts: list[str] = []
+        self.write = self.parts.append
+
+
+class _HashingStream:
+    """A write-only, non-seekable wrapper counting and hashing what passes to ``target``."""
+
+    def __init__(self, target: BinaryIO):
+        self.target = target
+        self.size = 0
+        self.digest = hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.digest.update(data)
+        self.size += len(data)
+        self.target.write(data)
+        return len(data)
+
+    def flush(self) -> None:
+        flush = getattr(self.target, "flush", None)
+        if flush is not None:
+            flush()
+
+
+# --- Sidecar rows --------------------------------------------------------------------------------
+
+
+def _safe(text: str) -> str:
+    """Spreadsheet-safe TSV cell from COPY-escaped text: one ' in front when the raw value
+    starts with = + - @ ' tab or carriage return (escaped, those two begin \\t and \\r)."""
+    first = text[:1]
+    if first in RISKY_FIRST or (first == "\\" and text[1:2] in ("t", "r")):
+        return "'" + text
+    return text
+
+
+def neutralise(value: str) -> str:
+    """The spreadsheet-safety rule on a raw (unescaped) value; :func:`decode_cell` undoes it."""
+    return "'" + value if value[:1] in RISKY_FIRST else value
+
+
+def decode_cell(cell: str) -> str:
+    """A TSV text cell back to its value: undo the escapes, then remove one leading quote."""
+    value = unescape(cell)
+    return value[1:] if value.startswith("'") else value
+
+
+def _neutralised_sql(expression: str) -> str:
+    risky = ", ".join(["'='", "'+'", "'-'", "'@'", "''''", "chr(9)", "chr(13)"])
+    return (
+        f"(CASE WHEN left({expression}, 1) IN ({risky}) THEN '''' || {expression} "
+        f"ELSE {expression} END)"
+    )
+
+
+# A sidecar row is ROW_COLUMNS (0-7), the raw note (8), then the 19 TSV cells (SIDECAR_COLUMNS)
+# exactly as they are written. On PostgreSQL the database writes the cells (neutralised text,
+# ISO times, flags as 1/0, COPY escapes) and they reach the file untouched.
+NOTE = len(ROW_COLUMNS)
+HEAD = NOTE + 1
+
+
+def _json_string_sql(expression: str) -> str:
+    """A JSON string literal: quoted as is when nothing needs escaping, else by to_json."""
+    return (
+        f"(CASE WHEN {expression} ~ '[\"\\\\\\x01-\\x1f]' THEN to_json({expression})::text "
+        f"ELSE '\"' || {expression} || '\"' END)"
+    )
+
+
+def _json_sql(c: dict[str, str]) -> str:
+    """The JSON line of :func:`sidecar_json`, written by PostgreSQL (byte for byte, tested)."""
+
+    def number(expression: str) -> str:
+        return f"COALESCE(({expression})::text, 'null')"
+
+    def real(expression: str) -> str:
+        return (
+            f"(CASE WHEN {expression} IS NULL OR {expression} IN ('NaN'::float8, "
+            f"'Infinity'::float8, '-Infinity'::float8) THEN 'null' ELSE ({expression})::text END)"
+        )
+
+    def flag(expression: str) -> str:
+        return f"(CASE WHEN {expression} THEN 'true' ELSE 'false' END)"
+
+    served = timestamp_sql("j.served_at")
+    parts = [
+        ("topic", _json_string_sql("t.topic_id")),
+        ("docid", _json_string_sql("j.doc_id")),
+        ("label", "j.label"),
+        ("assessor", _json_string_sql(c["assessor"])),
+        ("source", "'\"' || j.source || '\"'"),
+        ("rubric_version", number(c["rubric_version"])),
+        ("revisions", "j.version"),
+        ("position", number("j.position")),
+        ("served_at", f"COALESCE('\"' || {served} || '\"', 'null')"),
+        ("first_judged_at", "'\"' || " + timestamp_sql("j.first_judged_at") + " || '\"'"),
+        ("judged_at", "'\"' || " + timestamp_sql("j.judged_at") + " || '\"'"),
+        ("seconds_on_screen", real("j.seconds_on_screen")),
+        ("active_seconds", real("j.active_seconds")),
+        ("pool", number(c["pool"])),
+        ("stratum", number(c["stratum"])),
+        ("inclusion_probability", real(c["inclusion_probability"])),
+        ("unreadable", flag("j.unreadable")),
+        ("unsure", flag("j.unsure")),
+        ("note", "(CASE WHEN j.note = '' THEN '\"\"' ELSE to_json(j.note)::text END)"),
+    ]
+    arguments = []
+    for i, (name, expression) in enumerate(parts):
+        arguments.append("'" + ("{" if i == 0 else ", ") + '"' + name + "\": '")
+        arguments.append(expression)
+    arguments.append("'}'")
+    return "concat(" + ", ".join(arguments) + ")"
+
+
+def _sidecar_sql(c: dict[str, str]) -> list[str]:
+    return [
+        "j.note",
+        _neutralised_sql("t.topic_id"),
+        _neutralised_sql("j.doc_id"),
+        "j.label",
+        _neutralised_sql(c["assessor"]),
+        "j.source",
+        c["rubric_version"],
+        "j.version",
+        "j.position",
+        timestamp_sql("j.served_at"),
+        timestamp_sql("j.first_judged_at"),
+        timestamp_sql("j.judged_at"),
+        "j.seconds_on_screen",
+        "j.active_seconds",
+        c["pool"],
+        c["stratum"],
+        c["inclusion_probability"],
+        "j.unreadable::int",
+        "j.unsure::int",
+        _neutralised_sql("j.note"),
+        _json_sql(c),
+    ]
+
+
+def _sidecar_raw(c: dict[str, str]) -> list[str]:
+    """The raw values from which :func:`tsv_cells` makes the cells in Python."""
+    return [
+        "j.note",
+        "j.source",
+        c["rubric_version"],
+        "j.version",
+        "j.position",
+        "j.served_at",
+        "j.judged_at",
+        "j.seconds_on_screen",
+        "j.active_seconds",
+        c["stratum"],
+        c["inclusion_probability"],
+        "j.unreadable",
+        "j.unsure",
+    ]
+
+
+_RAW_CONVERTERS = (
+    *ROW_CONVERTERS,
+    as_text,
+    as_text,
+    as_int,
+    as_int,
+    as_int,
+    as_timestamp,
+    as_timestamp,
+    as_float,
+    as_float,
+    as_int,
+    as_float,
+    as_flag,
+    as_flag,
+)
+
+
+def tsv_cells(f: list[str]) -> list[str]:
+    """The 19 TSV cells from a raw row (ROW_COLUMNS, then the values of _sidecar_raw)."""
+    (topic, doc, label, _, _, first, pool, who, note) = f[:HEAD]
+    (source, rubric, revisions, position, served, judged, seconds, active) = f[HEAD : HEAD + 8]
+    (stratum, probability, unreadable, unsure) = f[HEAD + 8 :]
+    return [
+        _safe(topic),
+        _safe(doc),
+        label,
+        _safe(who),
+        source,
+        rubric,
+        revisions,
+        position,
+        served,
+        first,
+        judged,
+        seconds,
+        active,
+        pool,
+        stratum,
+        probability,
+        unreadable,
+        unsure,
+        _safe(note),
+    ]
+
+
+_json_string = json.encoder.encode_basestring  # the C encoder json.dumps(ensure_ascii=False) uses
+_NOT_A_NUMBER = frozenset({"", "NaN", "Infinity", "-Infinity"})  # JSON has none of these
+_JSON_LINE = (
+    '{"topic": %s, "docid": %s, "label": %s, "assessor": %s, "source": "%s", '
+    '"rubric_version": %s, "revisions": %s, "position": %s, "served_at": %s, '
+    '"first_judged_at": "%s", "judged_at": "%s", "seconds_on_screen": %s, '
+    '"active_seconds": %s, "pool": %s, "stratum": %s, "inclusion_probability": %s, '
+    '"unreadable": %s, "unsure": %s, "note": %s}'
+)
+
+
+def sidecar_json(head: list[str], cells: list[str]) -> str:
+    """The JSON line (no newline) of a sidecar row: raw strings, numbers, null, true/false."""
+    topic, doc, _, _, _, _, _, who, note = head
+    (
+        _,
+        _,
+        label,
+        _,
+        source,
+        rubric,
+        revisions,
+        position,
+        served,
+        first,
+        judged,
+        seconds,
+        active,
+        pool,
+        stratum,
+        probability,
+        unreadable,
+        unsure,
+        _,
+    ) = cells
+    return _JSON_LINE % (
+        _json_string(unescape(topic) if "\\" in topic else topic),
+        _json_string(unescape(doc) if "\\" in doc else doc),
+        label,
+        _json_string(unescape(who) if "\\" in who else who),
+        source,
+        rubric or "null",
+        revisions,
+        position or "null",
+        '"' + served + '"' if served else "null",
+        first,
+        judged,
+        "null" if seconds in _NOT_A_NUMBER else seconds,
+        "null" if active in _NOT_A_NUMBER else active,
+        pool or "null",
+        stratum or "null",
+        "null" if probability in _NOT_A_NUMBER else probability,
+        "true" if unreadable == "1" else "false",
+        "true" if unsure == "1" else "false",
+        (_json_string(unescape(note) if "\\" in note else note) if note else '""'),
+    )
+
+
+@contextmanager
+def _planner_settings(**settings: str) -> Iterator[None]:
+    """PostgreSQL settings for the statements run inside, restored afterwards (within a
+    transaction; elsewhere nothing changes).
+
+    The sidecar query uses ``work_mem = 128MB`` to sort in memory rather than on disk, and
+    ``enable_nestloop = off`` so that the pool entries are joined by hash before the sort:
+    the parallel workers then format the rows, where a nested loop after the sort would leave
+    all of it to one process (measured: the COPY takes about half as long)."""
+    if connection.vendor != "postgresql" or not connection.in_atomic_block:
+        yield
+        return
+    with connection.cursor() as cursor:
+        before = {}
+        for name, value in settings.items():
+            cursor.execute("SELECT current_setting(%s)", [name])
+            before[name] = cursor.fetchone()[0]
+            cursor.execute("SELECT set_config(%s, %s, true)", [name, value])
+    try:
+        yield
+    finally:
+        try:
+            with connection.cursor() as cursor:
+                for name, value in before.items():
+                    cursor.execute("SELECT set_config(%s, %s, true)", [name, value])
+        except DatabaseError:
+            pass  # the transaction failed: rolling it back restores the settings anyway
+
+
+def sidecar_batches(
+    s: Scope,
+    *,
+    usernames: bool = False,
+    pooled_unjudged: bool = False,
+    use_copy: bool | None = None,
+) -> Iterator[list[tuple[list[str], str, str]]]:
+    """Batches of (head, TSV line, JSON line), in qrels order: head is ROW_COLUMNS and the raw
+    note; the lines have no newline. Rows of pooled pairs nobody judged (``pooled_unjudged``)
+    have an empty label and empty lines.
+
+    On PostgreSQL (``use_copy``) the database writes both lines, in its parallel workers, and
+    COPY brings them; elsewhere the raw values are read and :func:`tsv_cells` and
+    :func:`sidecar_json` write the same bytes (tested)."""
+    if use_copy is None:
+        use_copy = connection.vendor == "postgresql"
+    if use_copy:
+        sql, params = judgment_rows_sql(
+            s, usernames=usernames, pooled_unjudged=pooled_unjudged, extra=_sidecar_sql
+        )
+        batches = stream_batches(sql, params, converters=(), maxsplit=HEAD, use_copy=True)
+        with _planner_settings(work_mem="128MB", enable_nestloop="off"):
+            try:
+                for batch in batches:
+                    out = []
+                    for head in batch:
+                        tsv, _, jsonl = head.pop().rpartition("\t")
+                        if "\\" in jsonl:  # COPY doubled the backslashes of JSON escapes
+                            jsonl = unescape(jsonl)
+                        out.append((head, tsv, jsonl))
+                    yield out
+            finally:
+                batches.close()  # ends the COPY before the settings are restored
+        return
+    sql, params = judgment_rows_sql(
+        s, usernames=usernames, pooled_unjudged=pooled_unjudged, extra=_sidecar_raw
+    )
+    for batch in stream_batches(sql, params, converters=_RAW_CONVERTERS, use_copy=False):
+        out = []
+        for f in batch:
+            head = f[:HEAD]
+            if f[LABEL]:
+                cells = tsv_cells(f)
+                out.append((head, "\t".join(cells), sidecar_json(head, cells)))
+            else:
+                out.append((head, "", ""))
+        yield out
+
+
+def sidecar_rows(
+    s: Scope,
+    *,
+    usernames: bool = False,
+    pooled_unjudged: bool = False,
+    use_copy: bool | None = None,
+) -> Iterator[tuple[list[str], str, str]]:
+    """:func:`sidecar_batches` row by row."""
+    for batch in sidecar_batches(
+        s, usernames=usernames, pooled_unjudged=pooled_unjudged, use_copy=use_copy
+    ):
+        yield from batch
+
+
+# --- The bundle ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    policy: str
+    per_assessor: bool
+    unjudged: str
+    binary: bool
+    include_imported: bool
+    usernames: bool
+    pool: int | None  # version
+    zip: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _judgment_count(s: Scope) -> int:
+    judgments = Judgment.objects.filter(campaign=s.campaign)
+    if not s.include_imported:
+        judgments = judgments.filter(assessor__kind=Assessor.Kind.PERSON)
+    if s.assessor_ids is not None:
+        judgments = judgments.filter(assessor_id__in=s.assessor_ids)
+    if s.pool is not None:
+        judgments = judgments.filter(
+            Exists(
+                PoolEntry.objects.filter(
+                    pool=s.pool, topic_id=OuterRef("topic_id"), doc_id=OuterRef("doc_id")
+                )
+            )
+        )
+    return judgments.count()
+
+
+def _file_name_for(name: str, taken: set[str]) -> str:
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "assessor"
+    candidate, n = stem, 1
+    while candidate.lower() in taken:
+        n += 1
+        candidate = f"{stem}-{n}"
+    taken.add(candidate.lower())
+    return candidate
+
+
+def export_bundle(
+    *,
+    campaign: Campaign,
+    destination: Path | str | BinaryIO,
+    policy: str | None = None,
+    per_assessor: bool = False,
+    unjudged: str = "omit",
+    binary: bool = False,
+    include_imported: bool = True,
+    usernames: bool = False,
+    pool: Pool | None = None,
+    zip: bool = False,
+    progress: ProgressFn = _no_progress,
+    name: str | None = None,
+    compresslevel: int = 6,
+    now: datetime | None = None,
+) -> ExportResult:
+    """Write the campaign's export bundle.
+
+    ``destination`` is a directory (created if missing; it must be empty) or, with ``zip``, a
+    binary file object the zip is streamed to (its files sit in a folder named ``name``,
+    default :func:`bundle_name`). The other options are those of
+    :func:`qrels.policies.campaign_qrels`; ``usernames`` names people by login instead of their
+    stable pseudonym. Raises PolicyConflict (nothing written) under ``refuse`` when assessors
+    disagree, ExportError for options the campaign cannot satisfy.
+    """
+    policy = policy or default_policy(campaign)
+    if policy not in POLICIES:
+        raise ExportError(f"Unknown policy {policy!r}; use one of {', '.join(POLICIES)}.")
+    if unjudged not in UNJUDGED:
+        raise ExportError(f"Unjudged pairs are 'omit' or '-1', not {unjudged!r}.")
+    try:
+        s = scope(campaign=campaign, include_imported=include_imported, pool=pool)
+    except ValueError as exc:
+        raise ExportError(str(exc)) from None
+    if policy == "refuse" and not per_assessor:
+        conflicts = find_conflicts(s)
+        if conflicts:
+            raise PolicyConflict(conflicts)
+    options = ExportOptions(
+        policy=policy,
+        per_assessor=per_assessor,
+        unjudged=unjudged,
+        binary=binary,
+        include_imported=include_imported,
+        usernames=usernames,
+        pool=pool.version if pool is not None else None,
+        zip=zip,
+    )
+    exported_at = now or timezone.now()
+    name = name or bundle_name(campaign, exported_at)
+    if not zip:
+        directory = Path(destination)
+        if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+            raise ExportError(f"{directory} is not an empty directory.")
+        directory.mkdir(parents=True, exist_ok=True)
+        result = _write_files(directory, s, options, name, exported_at, progress)
+        result.directory = directory
+        return result
+    with tempfile.TemporaryDirectory(prefix="pooljudge-export-") as tmp:
+        result = _write_files(Path(tmp), s, options, name, exported_at, progress)
+        progress(result.counts["judgments"], result.counts["judgments"], "zipping")
+        stream = _HashingStream(destination)  # type: ignore[arg-type]
+        stamp = exported_at.timestamp()
+        with zipfile.ZipFile(
+            stream, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=compresslevel
+        ) as bundle:
+            for path in [f.path for f in result.files] + ["SHA256SUMS"]:
+                source = Path(tmp) / path
+                os.utime(source, (stamp, stamp))
+                bundle.write(source, f"{name}/{path}")
+        stream.flush()
+        result.zip_bytes = stream.size
+        result.zip_sha256 = stream.digest.hexdigest()
+    return result
+
+
+def _write_files(
+    root: Path,
+    s: Scope,
+    options: ExportOptions,
+    name: str,
+    exported_at: datetime,
+    progress: ProgressFn,
+) -> ExportResult:
+    total = _judgment_count(s)
+    progress(0, total, "reading judgments")
+    background = _Background()
+    # The pass allocates a few short-lived lists and tuples per row and creates no reference
+    # cycles; the cyclic collector, triggered by the allocations, would rescan every live
+    # object again and again (measured: 3-4x slower). Reference counting frees everything.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _write_bundle(root, s, options, name, exported_at, progress, total, background)
+    finally:
+        if collecting:
+            gc.enable()
+        background.stop()
+
+
+def _write_bundle(
+    root: Path,
+    s: Scope,
+    options: ExportOptions,
+    name: str,
+    exported_at: datetime,
+    progress: ProgressFn,
+    total: int,
+    background: _Background,
+) -> ExportResult:
+    campaign = s.campaign
+    tsv = _HashedFile(root / "judgments.tsv", lines=True, background=background)
+    jsonl = _HashedFile(root / "judgments.jsonl", lines=True, background=background)
+    tsv.write("\t".join(SIDECAR_COLUMNS))
+
+    # Tallies for the documentation, all small: per topic and per assessor, never per pair.
+    verdicts_by_topic: dict[str, dict[int, int]] = {}
+    tallies: dict[str, list[int]] = {}  # topic -> [judged, judged in pool, marked unjudged]
+    by_assessor: dict[str, list] = {}  # display name -> [assessor id, rows, verdicts]
+    per_assessor_files: dict[str, _QrelsWriter] = {}
+    taken_names: set[str] = set()
+    threshold = campaign.relevance_threshold
+    done = 0
+
+    batches = sidecar_batches(
+        s,
+        usernames=options.usernames,
+        pooled_unjudged=options.unjudged == "-1" and not options.per_assessor,
+    )
+    qrels = (
+        None if options.per_assessor else _QrelsWriter(root / "qrels.txt", background=background)
+    )
+    resolver = resolver_for(s, options.policy, binary=options.binary)
+    write_unjudged = options.unjudged == "-1"
+    # People's verdicts on pairs two or more people judged, for the agreement figures.
+    overlap: dict[str, dict[tuple[str, str], int]] = {}
+    people = {
+        str(pk): name if options.usernames else pseudonym
+        for pk, name, pseudonym in Assessor.objects.filter(
+            campaign=campaign, kind=Assessor.Kind.PERSON
+        ).values_list("pk", "name", "pseudonym")
+    }
+
+    # One pass over the rows, sorted by pair (a pair's rows are consecutive): each row goes to
+    # the sidecar and the tallies as it comes; each pair, once its rows are in, to the qrels.
+    # (qrels.policies.iter_pairs does the grouping alone; here it is inlined, a hot loop.)
+    pair_topic = pair_doc = None
+    verdicts: list = []
+    negatives: list[int] = []
+    pooled = False
+    qrels_rows = qrels.rows if qrels is not None else None
+    tally = [0, 0, 0]  # the current topic's judged, judged in pool, marked unjudged pairs
+
+    def finish_pair() -> None:
+        topic_id = unescape(pair_topic) if "\\" in pair_topic else pair_topic
+        doc_id = unescape(pair_doc) if "\\" in pair_doc else pair_doc
+        if verdicts:
+            tally[0] += 1
+            if pooled:
+                tally[1] += 1
+            if len(verdicts) > 1:
+                by_people = [v for v in verdicts if v[0] in people]
+                if len(by_people) > 1:
+                    pair = (topic_id, doc_id)
+                    for v in by_people:
+                        overlap.setdefault(people[v[0]], {})[pair] = v[1]
+            if qrels_rows is not None:
+                qrels_rows.append((topic_id, doc_id, resolver(topic_id, verdicts)))
+        else:
+            if negatives:
+                tally[2] += 1
+            if qrels_rows is not None and write_unjudged and (pooled or negatives):
+                qrels_rows.append((topic_id, doc_id, unjudged_label(negatives)))
+
+    add_tsv, add_json = tsv.append, jsonl.append
+    per_assessor, keep_negative = options.per_assessor, options.unjudged == "-1"
+    counts: dict[int, int] = {}
+    for f, line, json_line in chain.from_iterable(batches):
+        topic, doc, label_text, assessor_id, pseudonym, first, pool, who, _ = f
+        if doc != pair_doc or topic != pair_topic:
+            if pair_topic is not None:
+                finish_pair()
+            if topic != pair_topic:
+                topic_key = unescape(topic)
+                counts = verdicts_by_topic.setdefault(topic_key, {})
+                tally = tallies.setdefault(topic_key, [0, 0, 0])
+            pair_topic, pair_doc = topic, doc
+            verdicts, negatives, pooled = [], [], False
+        if pool:
+            pooled = True
+        if not label_text:  # a pooled pair nobody judged: no judgment, no sidecar row
+            continue
+        add_tsv(line)
+        add_json(json_line)
+        label = int(label_text)
+        counts[label] = counts.get(label, 0) + 1
+        counted = by_assessor.get(who)
+        if counted is None:
+            counted = by_assessor[who] = [assessor_id, 0, 0]
+        counted[1] += 1
+        if label >= 0:
+            counted[2] += 1
+            verdicts.append((assessor_id, label, first, pseudonym))
+        else:
+            negatives.append(label)
+        if per_assessor and (label >= 0 or keep_negative):
+            writer = per_assessor_files.get(who)
+            if writer is None:
+                file_name = _file_name_for(unescape(who), taken_names)
+                writer = per_assessor_files[who] = _QrelsWriter(
+                    root / "qrels" / f"{file_name}.txt", keep_open=False, flush_lines=1024
+                )
+            if options.binary and label >= 0:
+                label = 1 if label >= threshold else 0
+            writer.add(unescape(topic), unescape(doc), label)
+        done += 1
+        if not done & 8191:
+            tsv.flush()
+            jsonl.flush()
+            if qrels is not None:
+                qrels.flush()
+            progress(done, total, "writing qrels and sidecar")
+    if pair_topic is not None:
+        finish_pair()
+    judged = {topic: t[0] for topic, t in tallies.items() if t[0]}
+    judged_in_pool = {topic: t[1] for topic, t in tallies.items() if t[1]}
+    marked_unjudged = {topic: t[2] for topic, t in tallies.items() if t[2]}
+    progress(done, total, "writing documentation")
+
+    files: list[BundleFile] = []
+    if qrels is not None:
+        files.append(
+            qrels.close(root, "Qrels, four fields: topic 0 docid label (one label per pair).")
+        )
+    for display in sorted(per_assessor_files, key=lambda d: per_assessor_files[d].file.path.name):
+        writer = per_assessor_files[display]
+        files.append(writer.close(root, f"Qrels of assessor {unescape(display)} alone."))
+    files.append(tsv.close(root, "Sidecar: one row per assessor judgment (TSV with a header)."))
+    files.append(jsonl.close(root, "Sidecar: the same rows as JSON Lines."))
+
+    manifest = _manifest(
+        s,
+        options,
+        name=name,
+        exported_at=exported_at,
+        files=files,
+        verdicts_by_topic=verdicts_by_topic,
+        judged=judged,
+        judged_in_pool=judged_in_pool,
+        marked_unjudged=marked_unjudged,
+        by_assessor={unescape(d): v for d, v in by_assessor.items()},
+        overlap=overlap,
+    )
+    readme = render_readme(manifest)
+    readme_bytes = readme.encode()
+    (root / "README.md").write_bytes(readme_bytes)
+    readme_file = BundleFile(
+        path="README.md",
+        sha256=hashlib.sha256(readme_bytes).hexdigest(),
+        bytes=len(readme_bytes),
+        lines=readme.count("\n"),
+        description="This documentation, for people.",
+    )
+    files.append(readme_file)
+    manifest["files"] = [_file_entry(f) for f in files]
+    campaign_json = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode()
+    (root / "campaign.json").write_bytes(campaign_json)
+    files.append(
+        BundleFile(
+            path="campaign.json",
+            sha256=hashlib.sha256(campaign_json).hexdigest(),
+            bytes=len(campaign_json),
+            lines=campaign_json.count(b"\n"),
+            description="This documentation, for programs (with the SHA-256 of every other file).",
+        )
+    )
+    (root / "SHA256SUMS").write_text("".join(f"{f.sha256}  {f.path}\n" for f in files))
+    counts = {
+        "judgments": done,
+        "qrels_lines": files[0].lines if qrels is not None else 0,
+        "assessors": len(by_assessor),
+        "files": len(files) + 1,
+    }
+    return ExportResult(
+        name=name,
+        exported_at=exported_at,
+        files=files,
+        manifest=manifest,
+        readme=readme,
+        counts=counts,
+    )
+
+
+def _file_entry(f: BundleFile) -> dict[str, Any]:
+    entry = {
+        "path": f.path,
+        "sha256": f.sha256,
+        "bytes": f.bytes,
+        "lines": f.lines,
+        "description": f.description,
+    }
+    if f.labels is not None:
+        entry["labels"] = f.labels
+    return entry
+
+
+# --- The documentation ---------------------------------------------------------------------------
+
+
+def _rubric_history(campaign: Campaign) -> list[dict[str, Any]]:
+    history = []
+    previous: dict[int, dict[str, str]] | None = None
+    versions = campaign.rubric_versions.order_by("number").prefetch_related("labels")
+    for version in versions:
+        labels = {
+            label.value: {
+                "name": label.name,
+                "description": label.description,
+                "example": label.example,
+                "key": label.key,
+            }
+            for label in version.labels.all()
+        }
+        changes = []
+        if previous is None:
+            changes.append("first version")
+        else:
+            for value in sorted(previous.keys() - labels.keys()):
+                changes.append(f"label {value} ({previous[value]['name']}) removed")
+            for value in sorted(labels.keys() - previous.keys()):
+                changes.append(f"label {value} ({labels[value]['name']}) added")
+            for value in sorted(labels.keys() & previous.keys()):
+                for part in ("name", "description", "example", "key"):
+                    if labels[value][part] != previous[value][part]:
+                        changes.append(f"label {value}: {part} changed")
+            if not changes:
+                changes.append("no change to the labels")
+        history.append(
+            {
+                "version": version.number,
+                "created_at": _iso(version.created_at),
+                "note": version.note,
+                "changes": changes,
+                "labels": [{"value": value, **labels[value]} for value in sorted(labels)],
+            }
+        )
+        previous = labels
+    return history
+
+
+def _pools(s: Scope) -> list[dict[str, Any]]:
+    result = []
+    tags = dict(Run.objects.filter(campaign=s.campaign).values_list("pk", "tag"))
+    for pool in s.pools:
+        params = dict(pool.params)
+        if params.get("depth_per_run"):
+            params["depth_per_run"] = {
+                tags.get(int(key), key): depth for key, depth in params["depth_per_run"].items()
+            }
+        result.append(
+            {
+                "version": pool.version,
+                "strategy": pool.strategy,
+                "description": pool.describe(),
+                "params": params,
+                "runs": sorted(pool.runs.values_list("tag", flat=True)),
+                "seed": pool.seed,
+                "software_version": pool.software_version,
+                "size": pool.size,
+                "topics": pool.topics.count(),
+                "built_at": _iso(pool.built_at),
+                "residual": pool.is_residual,
+                "note": pool.note,
+                "totals": (pool.stats or {}).get("totals"),
+            }
+        )
+    return result
+
+
+def _pooled_per_topic(s: Scope) -> dict[str, int]:
+    if not s.pools:
+        return {}
+    # One pool holds a pair once; several may share pairs, which count once.
+    count = Count("pk") if len(s.pools) == 1 else Count("doc_id", distinct=True)
+    return dict(
+        PoolEntry.objects.filter(pool__in=s.pools)
+        .values("topic__topic_id")
+        .annotate(n=count)
+        .values_list("topic__topic_id", "n")
+        .order_by()
+    )
+
+
+def _scale_values(campaign: Campaign) -> list[int]:
+    from campaigns.models import Label
+
+    return sorted(
+        set(
+            Label.objects.filter(rubric__campaign=campaign, value__gte=0).values_list(
+                "value", flat=True
+            )
+        )
+    )
+
+
+def _agreement(s: Scope, verdicts: dict[str, dict[tuple[str, str], int]]) -> dict[str, Any] | None:
+    """Pairwise agreement between people over the pairs at least two of them judged
+    (``verdicts``: assessor -> pair -> label, collected while the qrels were written)."""
+    if len(verdicts) < 2:
+        return None
+    labels_seen = {label for given in verdicts.values() for label in given.values()}
+    scale = sorted(set(_scale_values(s.campaign)) | labels_seen)
+    threshold = s.campaign.relevance_threshold
+    results = agreement.pairwise_agreement(
+        verdicts, labels=scale, threshold=threshold, bootstrap=AGREEMENT_BOOTSTRAP
+    )
+    if not results:
+        return None
+
+    def figures(result: agreement.PairAgreement) -> dict[str, Any]:
+        return {
+            "n": result.n,
+            "observed": result.observed,
+            "cohen_kappa": result.cohen_kappa,
+            "pooled_kappa": result.pooled_kappa,
+            "weighted_kappa_linear": result.weighted_kappa_linear,
+            "weighted_kappa_quadratic": result.weighted_kappa_quadratic,
+            "relevant_overlap": result.relevant_overlap,
+            "small_n": result.small_n,
+        }
+
+    pairs_out = []
+    for result in results:
+        entry = {"a": result.a, "b": result.b, **figures(result)}
+        entry["ci95"] = {key: list(value) for key, value in result.ci.items()}
+        entry["labels"] = result.labels
+        entry["confusion"] = result.confusion
+        if result.small_n:
+            entry["statement"] = (
+                f"Only {result.n} pair{'s' if result.n != 1 else ''} judged by both: too few "
+                f"for stable figures (below {agreement.SMALL_N}, a kappa's 95% interval is "
+                "typically +-0.2 or wider)."
+            )
+        entry["per_topic"] = {topic: figures(r) for topic, r in result.per_topic.items()}
+        pairs_out.append(entry)
+    return {
+        "assessors": sorted(verdicts),
+        "scale": scale,
+        "threshold": threshold,
+        "small_n_below": agreement.SMALL_N,
+        "bootstrap_replicates": AGREEMENT_BOOTSTRAP,
+        "pairs": pairs_out,
+    }
+
+
+POLICY_TEXT = {
+    "primary": "the topic's primary assessor's label; where they did not judge the pair, the "
+    "majority rule",
+    "majority": "the most frequent label; ties go to the highest tied label",
+    "max": "the highest label given",
+    "min": "the lowest label given",
+    "mean": "the arithmetic mean of the labels, rounded half up",
+    "first": "the label judged first (earliest first judgment; ties by assessor pseudonym)",
+    "refuse": "the label all assessors agree on (the export refuses to run if any pair has "
+    "disagreeing labels)",
+}
+
+
+def _manifest(
+    s: Scope,
+    options: ExportOptions,
+    *,
+    name: str,
+    exported_at: datetime,
+    files: list[BundleFile],
+    verdicts_by_topic: dict[str, dict[int, int]],
+    judged: dict[str, int],
+    judged_in_pool: dict[str, int],
+    marked_unjudged: dict[str, int],
+    by_assessor: dict[str, list],
+    overlap: dict[str, dict[tuple[str, str], int]],
+) -> dict[str, Any]:
+    campaign = s.campaign
+    rubric: RubricVersion | None = campaign.current_rubric()
+    pooled = _pooled_per_topic(s)
+    topics = []
+    totals = {
+        "pooled": 0,
+        "judged": 0,
+        "judged_in_pool": 0,
+        "unjudged": 0,
+        "marked_unjudged": 0,
+        "judgments": 0,
+    }
+    verdict_totals: dict[int, int] = {}
+    for topic_id, title in campaign.topics.order_by("position", "topic_id").values_list(
+        "topic_id", "title"
+    ):
+        n_pooled = pooled.get(topic_id, 0)
+        n_in_pool = judged_in_pool.get(topic_id, 0)
+        labels = verdicts_by_topic.get(topic_id, {})
+        for label, count in labels.items():
+            verdict_totals[label] = verdict_totals.get(label, 0) + count
+        entry = {
+            "topic": topic_id,
+            "title": title,
+            "pooled": n_pooled,
+            "judged": judged.get(topic_id, 0),
+            "judged_in_pool": n_in_pool,
+            "unjudged": n_pooled - n_in_pool,
+            "fraction_judged": (n_in_pool / n_pooled) if n_pooled else None,
+            "marked_unjudged": marked_unjudged.get(topic_id, 0),
+            "judgments": sum(labels.values()),
+            "verdicts": {str(label): labels[label] for label in sorted(labels)},
+        }
+        topics.append(entry)
+        for key in totals:
+            totals[key] += entry[key]
+    totals["fraction_judged"] = (
+        totals["judged_in_pool"] / totals["pooled"] if totals["pooled"] else None
+    )
+    totals["verdicts"] = {str(label): verdict_totals[label] for label in sorted(verdict_totals)}
+
+    assessor_rows = []
+    kinds = dict(Assessor.objects.filter(campaign=campaign).values_list("pk", "kind"))
+    details = dict(Assessor.objects.filter(campaign=campaign).values_list("pk", "details"))
+    for display in sorted(by_assessor):
+        assessor_id, rows, verdict_count = by_assessor[display]
+        row = {
+            "assessor": display,
+            "kind": kinds.get(int(assessor_id)),
+            "judgments": rows,
+            "verdicts": verdict_count,
+        }
+        if row["kind"] == Assessor.Kind.IMPORTED:
+            row["imports"] = (details.get(int(assessor_id)) or {}).get("imports", [])
+        assessor_rows.append(row)
+
+    return {
+        "format": FORMAT,
+        "name": name,
+        "software": {"name": "pooljudge", "version": pooljudge.__version__},
+        "exported_at": _iso(exported_at),
+        "campaign": {
+            "slug": campaign.slug,
+            "title": campaign.title,
+            "description": campaign.description,
+            "guidelines": campaign.guidelines,
+            "created_at": _iso(campaign.created_at),
+        },
+        "scale": {
+            "rubric_version": rubric.number if rubric else None,
+            "relevance_threshold": campaign.relevance_threshold,
+            "labels": [
+                {
+                    "value": label.value,
+                    "name": label.name,
+                    "description": label.description,
+                    "example": label.example,
+                }
+                for label in (rubric.labels.all() if rubric else [])
+            ],
+            "negative_labels": "-1 (any label below 0): in the pool but not judged.",
+        },
+        "rubric_history": _rubric_history(campaign),
+        "export": {
+            **options.as_dict(),
+            "policy_rule": POLICY_TEXT[options.policy]
+            if not options.per_assessor
+            else "none: one qrels file per assessor with their own verdicts",
+            "order": "topic id, then document id, in code-point order (LC_ALL=C sort)",
+            "pooled_pairs_from": [pool.version for pool in s.pools],
+        },
+        "pools": _pools(s),
+        "assessors": assessor_rows,
+        "topics": topics,
+        "totals": totals,
+        "agreement": _agreement(s, overlap),
+        "sidecar": {
+            "files": ["judgments.tsv", "judgments.jsonl"],
+            "columns": list(SIDECAR_COLUMNS),
+            "text_columns": list(TEXT_COLUMNS),
+            "spreadsheet_safety": SAFETY_RULE,
+            "escaping": ESCAPE_RULE,
+            "timestamps": "UTC, ISO 8601 with Z; fractions of a second without trailing zeros",
+        },
+        "files": [_file_entry(f) for f in files],
+    }
+
+
+def _md(text: Any) -> str:
+    """A value for a Markdown table cell: one line, pipes escaped."""
+    if text is None:
+        return "—"
+    return " ".join(str(text).split()).replace("|", "\\|") or "—"
+
+
+def _number(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def render_readme(manifest: dict[str, Any]) -> str:
+    """The bundle's README.md, written from its campaign.json content alone."""
+    m = manifest
+    c = m["campaign"]
+    e = m["export"]
+    t = m["totals"]
+    out: list[str] = []
+    w = out.append
+    w(f"# {c['title']}: relevance judgments\n")
+    w(
+        f"Campaign `{c['slug']}`, exported {m['exported_at']} by Pooljudge "
+        f"{m['software']['version']} (bundle `{m['name']}`, format `{m['format']}`).\n"
+    )
+    if c["description"]:
+        w(c["description"].strip() + "\n")
+    w("Read this before the qrels: the qrels parse anywhere, but what their integers mean, how")
+    w("deep the pools were and how complete the judgments are is written only here.\n")
+
+    w("## Files\n")
+    w("| File | What it holds | Lines | SHA-256 |")
+    w("| --- | --- | ---: | --- |")
+    for f in m["files"]:
+        w(f"| `{f['path']}` | {_md(f['description'])} | {f['lines']:,} | `{f['sha256']}` |")
+    w("| `README.md` | This documentation, for people. | | in `campaign.json` and `SHA256SUMS` |")
+    w(
+        "| `campaign.json` | This documentation for programs, with the SHA-256 of every file "
+        "above (README.md included). | | in `SHA256SUMS` |"
+    )
+    w("| `SHA256SUMS` | Checksums of every file: run `sha256sum -c SHA256SUMS` here. | | |\n")
+
+    w("## The qrels\n")
+    if e["per_assessor"]:
+        w("`qrels/<assessor>.txt`: one file per assessor, `topic 0 docid label`, with that")
+        w("assessor's own current verdicts (no policy combines them).")
+    else:
+        w("`qrels.txt`: `topic 0 docid label`, one line per (topic, document) pair, readable")
+        w(f"unchanged by trec_eval, pytrec_eval and ir_measures. Policy `{e['policy']}`:")
+        w(f"{e['policy_rule']}.")
+    w("Lines are sorted by topic id, then document id, in code-point order (`LC_ALL=C sort`);")
+    w("ids are exactly as imported (leading zeros kept).")
+    if e["unjudged"] == "-1":
+        w("Pooled pairs nobody judged are written with label -1 (in the pool, not judged;")
+        w("unsampled entries of sampled pools included), the convention inferred measures need.")
+    else:
+        w("Pairs nobody judged are absent. **Absence means not judged, not non-relevant.**")
+    if e["binary"]:
+        w(f"Labels are binary: 1 for labels >= {m['scale']['relevance_threshold']}, else 0;")
+        w("negative labels kept.")
+    if not e["include_imported"]:
+        w("Imported judgments (earlier qrels) were left out.")
+    if e["pool"] is not None:
+        w(f"Only pairs in pool v{e['pool']} are included.")
+    w("")
+
+    scale = m["scale"]
+    w(f"## Label scale (rubric version {scale['rubric_version'] or '—'})\n")
+    w("| Label | Name | Meaning | Example |")
+    w("| ---: | --- | --- | --- |")
+    for label in scale["labels"]:
+        w(
+            f"| {label['value']} | {_md(label['name'])} | {_md(label['description'])} | "
+            f"{_md(label['example'])} |"
+        )
+    w("")
+    w(f"Relevant from label {scale['relevance_threshold']} (binary measures, the `binary`")
+    w("option, agreement overlap). A label below 0 means in the pool but not judged.\n")
+    if len(m["rubric_history"]) > 1:
+        w("Rubric history (judgments record the version their assessor was shown):\n")
+        for version in m["rubric_history"]:
+            note = f" ({version['note']})" if version["note"] else ""
+            w(
+                f"- v{version['version']}, {version['created_at']}{note}: "
+                + "; ".join(version["changes"])
+            )
+        w("")
+
+    w("## Pools\n")
+    if not m["pools"]:
+        w("No built pool: the judged pairs come from imported qrels or other sources.\n")
+    for pool in m["pools"]:
+        w(
+            f"- **Pool v{pool['version']}**: {pool['description']}; {len(pool['runs'])} runs "
+            f"contributed ({', '.join(f'`{tag}`' for tag in pool['runs'][:30])}"
+            f"{' …' if len(pool['runs']) > 30 else ''}); {pool['size']:,} pairs over "
+            f"{pool['topics']} topics; seed {_md(pool['seed'])}; "
+            f"built {pool['built_at']} by Pooljudge {pool['software_version']}."
+        )
+    if m["pools"]:
+        w("")
+
+    w("## Completeness\n")
+    if t["pooled"]:
+        w(
+            f"{t['judged_in_pool']:,} of {t['pooled']:,} pooled pairs have a verdict "
+            f"({100 * t['fraction_judged']:.1f}% judged); {t['unjudged']:,} are unjudged."
+        )
+    w(
+        f"{t['judged']:,} pairs have at least one verdict, from {t['judgments']:,} judgments"
+        f" ({', '.join(f'label {k}: {v:,}' for k, v in t['verdicts'].items()) or 'none'}).\n"
+    )
+    w("| Topic | Pooled | Judged | Unjudged | Fraction judged | Verdicts by label |")
+    w("| --- | ---: | ---: | ---: | ---: | --- |")
+    for topic in m["topics"][:README_TOPIC_ROWS]:
+        fraction = topic["fraction_judged"]
+        w(
+            f"| `{topic['topic']}` | {topic['pooled']:,} | {topic['judged']:,} | "
+            f"{topic['unjudged']:,} | {'—' if fraction is None else f'{100 * fraction:.1f}%'} | "
+            + (", ".join(f"{k}: {v:,}" for k, v in topic["verdicts"].items()) or "—")
+            + " |"
+        )
+    if len(m["topics"]) > README_TOPIC_ROWS:
+        w(f"\n… and {len(m['topics']) - README_TOPIC_ROWS:,} more topics in `campaign.json`.")
+    w("")
+
+    w("## Assessor agreement\n")
+    agree = m["agreement"]
+    if not agree:
+        w("No pair was judged by two people, so there is no agreement to report.\n")
+    else:
+        w("Between people, over the pairs both judged (imported qrels are not assessors here).")
+        w("Observed = share of identical labels; Cohen's kappa uses each assessor's label rates,")
+        w("pooled kappa one shared rate; weighted kappas give partial credit by label distance.\n")
+        w(
+            "| Assessors | n | Observed | Cohen's κ | Pooled κ | Weighted κ (linear) | "
+            "Weighted κ (quadratic) |"
+        )
+        w("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for pair in agree["pairs"]:
+            w(
+                f"| {_md(pair['a'])} / {_md(pair['b'])} | {pair['n']:,} | "
+                f"{_number(pair['observed'])} | {_number(pair['cohen_kappa'])} | "
+                f"{_number(pair['pooled_kappa'])} | {_number(pair['weighted_kappa_linear'])} | "
+                f"{_number(pair['weighted_kappa_quadratic'])} |"
+            )
+        w("")
+        for pair in agree["pairs"]:
+            if pair.get("statement"):
+                w(f"- {pair['a']} / {pair['b']}: {pair['statement']}")
+        w("95% bootstrap intervals and per-topic figures are in `campaign.json`.\n")
+
+    w("## The sidecar (`judgments.tsv`, `judgments.jsonl`)\n")
+    w("One row per assessor judgment (current verdict), imported ones marked by `source`; keys")
+    w("(`topic`, `docid`) join to the qrels (rows with a negative label join only when unjudged")
+    w("pairs are written as -1). Columns:\n")
+    w("`" + "`, `".join(m["sidecar"]["columns"]) + "`.\n")
+    w(
+        "Assessors are named by a stable pseudonym"
+        + (" (here: by login, as asked)" if e["usernames"] else "")
+        + "; imported sources by the name given on import. Times are UTC ISO 8601 with Z;"
+    )
+    w("`revisions` counts the verdicts the assessor gave; `pool` is the latest pool version")
+    w("holding the pair; `stratum` and `inclusion_probability` are filled for sampled pools.\n")
+    w(f"**Spreadsheet safety.** {m['sidecar']['spreadsheet_safety']}\n")
+    w(f"**Escaping.** {m['sidecar']['escaping']}\n")
+
+    w("## Export options\n")
+    w("```")
+    w(json.dumps({k: e[k] for k in ExportOptions.__dataclass_fields__}, indent=2))
+    w("```")
+    return "\n".join(out) + "\n"
+
+
+# --- Exports stored in the database --------------------------------------------------------------
+
+
+class ChunkWriter:
+    """A write-only stream storing bytes as numbered :class:`qrels.models.ExportChunk` rows of
+    CHUNK_BYTES, so a web process on any machine can serve what a worker built."""
+
+    def __init__(self, export):
+        from qrels.models import ExportChunk
+
+        self._model = ExportChunk
+        self.export = export
+        self.seq = 0
+        self._buffer = bytearray()
+
+    def write(self, data: bytes) -> int:
+        self._buffer += data
+        while len(self._buffer) >= CHUNK_BYTES:
+            self._store(bytes(self._buffer[:CHUNK_BYTES]))
+            del self._buffer[:CHUNK_BYTES]
+        return len(data)
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        if self._buffer:
+            self._store(bytes(self._buffer))
+            self._buffer = bytearray()
+
+    def _store(self, data: bytes) -> None:
+        self._model.objects.create(export=self.export, seq=self.seq, data=data)
+        self.seq += 1
+
+
+def build_stored_export(*, export, progress: ProgressFn = _no_progress) -> dict[str, Any]:
+    """Build ``export``'s zip into its chunks (replacing any from an earlier attempt) and record
+    its size, SHA-256, README and counts. Raises what :func:`export_bundle` raises."""
+    from qrels.models import ExportChunk
+
+    ExportChunk.objects.filter(export=export).delete()
+    options = export.options
+    pool = None
+    if options.get("pool") is not None:
+        pool = export.campaign.pools.filter(version=options["pool"]).first()
+        if pool is None:
+            raise ExportError(f"Pool v{options['pool']} no longer exists.")
+    writer = ChunkWriter(export)
+    result = export_bundle(
+        campaign=export.campaign,
+        destination=writer,
+        policy=options.get("policy"),
+        per_assessor=options.get("per_assessor", False),
+        unjudged=options.get("unjudged", "omit"),
+        binary=options.get("binary", False),
+        include_imported=options.get("include_imported", True),
+        usernames=options.get("usernames", False),
+        pool=pool,
+        zip=True,
+        progress=progress,
+        name=Path(export.file_name).stem,
+    )
+    writer.close()
+    export.size = result.zip_bytes or 0
+    export.sha256 = result.zip_sha256 or ""
+    export.readme = result.readme
+    export.summary = {
+        **result.counts,
+        "policy": result.manifest["export"]["policy"],
+        "exported_at": result.manifest["exported_at"],
+        "fraction_judged": result.manifest["totals"]["fraction_judged"],
+    }
+    export.finished_at = timezone.now()
+    export.save(update_fields=["size", "sha256", "readme", "summary", "finished_at"])
+    return {
+        "export": export.pk,
+        "size": export.size,
+        "message": f"Bundle {export.file_name} ready: {result.counts['judgments']:,} judgments, "
+        f"{export.size:,} bytes.",
+    }
+
+
+__all__ = [
+    "SIDECAR_COLUMNS",
+    "ExportError",
+    "ExportResult",
+    "build_stored_export",
+    "bundle_name",
+    "decode_cell",
+    "export_bundle",
+    "neutralise",
+    "render_readme",
+    "use_snapshot",
+]

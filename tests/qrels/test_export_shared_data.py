@@ -1,0 +1,125 @@
+"""Round trips of real qrels: import, export, and the same (topic, docid, label) lines come back.
+
+The data lives beside the checkout (``../shared/data``); without it the module is skipped. The
+TREC-COVID round-1 qrels have a ``0.5``/``1`` iteration column and double spaces; the Cranfield
+judgments (variant A, converted to four fields) carry 225 ``-1`` labels and the codes 1-4, where
+a lower code means more relevant: the export only has to give the integers back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import ir_measures
+import pytest
+import pytrec_eval
+from django.conf import settings
+
+from campaigns.models import Campaign, Judgment, LabelSpec, Topic
+from qrels.export import export_bundle
+from qrels.imports import import_qrels
+
+DATA = Path(settings.BASE_DIR).parent / "shared" / "data"
+COVID = DATA / "trec-covid-round1" / "qrels" / "qrels-rnd1.txt"
+CRANFIELD = DATA / "cranfield" / "derived" / "cranqrel.variantA.trec-format.txt"
+
+pytestmark = [
+    pytest.mark.shared_data,
+    pytest.mark.django_db,
+    pytest.mark.skipif(not DATA.is_dir(), reason=f"{DATA} is absent"),
+]
+
+
+def triples(path: Path) -> list[tuple[str, str, int]]:
+    out = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            topic, _iteration, doc, label = line.split()
+            out.append((topic, doc, int(label)))
+    return out
+
+
+def exported_triples(directory: Path) -> list[tuple[str, str, int]]:
+    return triples(directory / "qrels.txt")
+
+
+def test_trec_covid_round_one_survives_import_and_export(campaign, tmp_path):
+    original = triples(COVID)
+    assert len(original) == 8691
+    topics = sorted({topic for topic, _, _ in original}, key=int)
+    Topic.objects.bulk_create(
+        Topic(campaign=campaign, topic_id=topic, position=i) for i, topic in enumerate(topics)
+    )
+    import_qrels(campaign=campaign, source=str(COVID), name=COVID.name, assessor="NIST-round1")
+    assert Judgment.objects.count() == 8691
+
+    result = export_bundle(campaign=campaign, destination=tmp_path / "bundle")
+    exported = exported_triples(tmp_path / "bundle")
+    assert set(exported) == set(original)
+    assert len(exported) == len(original)
+    # The stable order: topic, then document id, code-point order ("10" before "2").
+    assert [(t, d) for t, d, _ in exported] == sorted((t, d) for t, d, _ in original)
+    with (tmp_path / "bundle" / "qrels.txt").open() as handle:
+        assert pytrec_eval.parse_qrel(handle) == pytrec_eval.parse_qrel(COVID.open())
+    via_ir_measures = {
+        (q.query_id, q.doc_id, q.relevance)
+        for q in ir_measures.read_trec_qrels(str(tmp_path / "bundle" / "qrels.txt"))
+    }
+    assert via_ir_measures == set(original)
+
+    manifest = json.loads((tmp_path / "bundle" / "campaign.json").read_text())
+    assert manifest["totals"]["judgments"] == 8691
+    assert manifest["totals"]["verdicts"] == {"0": 6339, "1": 1115, "2": 1237}
+    assert result.files[0].labels == {"0": 6339, "1": 1115, "2": 1237}
+    (source,) = manifest["assessors"]
+    assert source["assessor"] == "NIST-round1"
+    assert source["imports"][0]["sha256"] == hashlib.sha256(COVID.read_bytes()).hexdigest()
+    sidecar = (tmp_path / "bundle" / "judgments.tsv").read_text().splitlines()
+    assert len(sidecar) == 1 + 8691
+
+
+@pytest.fixture
+def cranfield(db) -> Campaign:
+    campaign = Campaign.objects.create(slug="cranfield", title="Cranfield 1400")
+    codes = [
+        LabelSpec(1, "Complete answer", key="1"),
+        LabelSpec(2, "High relevance", key="2"),
+        LabelSpec(3, "Useful", key="3"),
+        LabelSpec(4, "Minimum interest", key="4"),
+    ]
+    campaign.save_rubric(codes, note="cranqrel.readme codes (lower = more relevant)", threshold=1)
+    Topic.objects.bulk_create(
+        Topic(campaign=campaign, topic_id=str(n), position=n) for n in range(1, 226)
+    )
+    return campaign
+
+
+def test_cranfield_with_its_minus_ones_survives_import_and_export(cranfield, tmp_path):
+    original = triples(CRANFIELD)
+    assert len(original) == 1837
+    assert sum(label == -1 for _, _, label in original) == 225
+    import_qrels(
+        campaign=cranfield, source=str(CRANFIELD), name=CRANFIELD.name, assessor="cranqrel"
+    )
+
+    buffer = io.BytesIO()
+    export_bundle(campaign=cranfield, destination=buffer, zip=True, unjudged="-1", name="cran")
+    with zipfile.ZipFile(io.BytesIO(buffer.getvalue())) as bundle:
+        text = bundle.read("cran/qrels.txt").decode()
+        manifest = json.loads(bundle.read("cran/campaign.json"))
+    exported = [
+        (t, d, int(label)) for t, _, d, label in (line.split() for line in text.splitlines())
+    ]
+    assert set(exported) == set(original)
+    assert len(exported) == len(original)
+    assert pytrec_eval.parse_qrel(io.StringIO(text)) == pytrec_eval.parse_qrel(CRANFIELD.open())
+    assert manifest["totals"]["verdicts"] == {"-1": 225, "1": 128, "2": 387, "3": 734, "4": 363}
+
+    # Without asking for them, the -1 lines ("not judged") are left out and nothing else.
+    plain = tmp_path / "plain"
+    export_bundle(campaign=cranfield, destination=plain)
+    assert set(exported_triples(plain)) == {t for t in original if t[2] >= 0}
