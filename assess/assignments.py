@@ -45,7 +45,11 @@ def pool_pairs(pool: Pool, topics: Sequence[Topic]) -> dict[int, list[str]]:
 
 
 def presentation_order(
-    pairs: dict[int, list[str]], topics: Sequence[Topic], *, seed: int, assessor: Assessor,
+    pairs: dict[int, list[str]],
+    topics: Sequence[Topic],
+    *,
+    seed: int,
+    assessor: Assessor,
     interleave: bool,
 ) -> list[tuple[int, str]]:
     """The assessor's order over (topic pk, doc id) pairs."""
@@ -102,7 +106,10 @@ def _append_items(assignment: Assignment, order: list[tuple[int, str]]) -> int:
         start += 1
         items.append(
             AssignmentItem(
-                assignment=assignment, topic_id=topic_pk, doc_id=doc_id, position=start,
+                assignment=assignment,
+                topic_id=topic_pk,
+                doc_id=doc_id,
+                position=start,
                 judgment_id=judged.get((topic_pk, doc_id)),
             )
         )
@@ -176,8 +183,13 @@ def assign(
                 f"Topics already have a primary assessor: {', '.join(clash)}. Reassign instead."
             )
     main = Assignment.objects.create(
-        campaign=campaign, pool=pool, assessor=assessor, mode=mode, seed=seed,
-        interleave=interleave, created_by=by,
+        campaign=campaign,
+        pool=pool,
+        assessor=assessor,
+        mode=mode,
+        seed=seed,
+        interleave=interleave,
+        created_by=by,
     )
     main.topics.set(topics)
     created.append(main)
@@ -213,8 +225,14 @@ def assign(
             if second == assessor:
                 raise AssignmentError("The overlap partner must be another assessor.")
             copy = Assignment.objects.create(
-                campaign=campaign, pool=pool, assessor=second, mode=Assignment.Mode.OVERLAP,
-                seed=seed, interleave=interleave, overlap_fraction=overlap, partner=assessor,
+                campaign=campaign,
+                pool=pool,
+                assessor=second,
+                mode=Assignment.Mode.OVERLAP,
+                seed=seed,
+                interleave=interleave,
+                overlap_fraction=overlap,
+                partner=assessor,
                 created_by=by,
             )
             copy.topics.set(topics)
@@ -253,8 +271,12 @@ def reassign(*, assignment: Assignment, topics: Sequence[Topic], to_user, by=Non
         destination = Assignment.objects.filter(
             pool=assignment.pool, assessor=target, mode=Assignment.Mode.QUEUE, active=True
         ).first() or Assignment.objects.create(
-            campaign=campaign, pool=assignment.pool, assessor=target, mode=Assignment.Mode.QUEUE,
-            seed=assignment.seed, created_by=by,
+            campaign=campaign,
+            pool=assignment.pool,
+            assessor=target,
+            mode=Assignment.Mode.QUEUE,
+            seed=assignment.seed,
+            created_by=by,
         )
         destination.topics.add(*topics)
         _drop_emptied_topics(assignment, topics)
@@ -262,9 +284,15 @@ def reassign(*, assignment: Assignment, topics: Sequence[Topic], to_user, by=Non
     destination = Assignment.objects.filter(
         pool=assignment.pool, assessor=target, mode=assignment.mode, active=True
     ).first() or Assignment.objects.create(
-        campaign=campaign, pool=assignment.pool, assessor=target, mode=assignment.mode,
-        seed=assignment.seed, interleave=assignment.interleave,
-        overlap_fraction=assignment.overlap_fraction, partner=assignment.partner, created_by=by,
+        campaign=campaign,
+        pool=assignment.pool,
+        assessor=target,
+        mode=assignment.mode,
+        seed=assignment.seed,
+        interleave=assignment.interleave,
+        overlap_fraction=assignment.overlap_fraction,
+        partner=assignment.partner,
+        created_by=by,
     )
     destination.topics.add(*topics)
     pairs: dict[int, list[str]] = defaultdict(list)
@@ -274,10 +302,23 @@ def reassign(*, assignment: Assignment, topics: Sequence[Topic], to_user, by=Non
     _append_items(
         destination,
         presentation_order(
-            pairs, ordered, seed=destination.seed, assessor=target,
+            pairs,
+            ordered,
+            seed=destination.seed,
+            assessor=target,
             interleave=destination.interleave,
         ),
     )
+    # Pairs the destination held before and lost to an earlier move (A -> B -> A) are already
+    # in its order, withdrawn: open them again where they were.
+    for topic_pk, doc_ids in pairs.items():
+        AssignmentItem.objects.filter(
+            assignment=destination,
+            topic_id=topic_pk,
+            doc_id__in=doc_ids,
+            withdrawn=True,
+            judgment__isnull=True,
+        ).update(withdrawn=False)
     _drop_emptied_topics(assignment, topics)
     return destination
 
@@ -293,3 +334,274 @@ def _drop_emptied_topics(assignment: Assignment, topics: Sequence[Topic]) -> Non
 
 
 # --- Moving work mid-campaign (the organiser workspace) -------------------------------------------
+
+
+def _give(assignment: Assignment, topic: Topic, doc_ids: Sequence[str]) -> None:
+    """Put ``doc_ids`` of ``topic`` in the assignment's order: a pair it held before and lost to
+    an earlier move is served again from where it was; the others are appended in the assessor's
+    own shuffled order (a pair the assessor already judged arrives linked to that judgment)."""
+    wanted = set(doc_ids)
+    revived = AssignmentItem.objects.filter(
+        assignment=assignment,
+        topic=topic,
+        doc_id__in=wanted,
+        withdrawn=True,
+        judgment__isnull=True,
+    )
+    back = set(revived.values_list("doc_id", flat=True))
+    revived.update(withdrawn=False)
+    fresh = [doc for doc in doc_ids if doc not in back]
+    if fresh:
+        _append_items(
+            assignment,
+            presentation_order(
+                {topic.pk: fresh},
+                [topic],
+                seed=assignment.seed,
+                assessor=assignment.assessor,
+                interleave=False,
+            ),
+        )
+    _link_judged(assignment, topic, wanted)
+    assignment.topics.add(topic)
+
+
+def _link_judged(assignment: Assignment, topic: Topic, doc_ids: set[str]) -> None:
+    """Open items of pairs the assessor has already judged carry that judgment: judged stays
+    judged, and is not served as new work."""
+    verdicts = Judgment.objects.filter(
+        assessor_id=assignment.assessor_id, topic=topic, doc_id__in=doc_ids
+    ).values_list("doc_id", "pk")
+    for doc_id, judgment_pk in verdicts:
+        AssignmentItem.objects.filter(
+            assignment=assignment, topic=topic, doc_id=doc_id, judgment__isnull=True
+        ).update(judgment_id=judgment_pk, withdrawn=False)
+
+
+def _open_pairs_held(assessor: Assessor, topic: Topic, doc_ids: Sequence[str]) -> set[str]:
+    """The documents of ``topic`` among ``doc_ids`` that ``assessor`` still has to judge in an
+    active assignment (an overlap copy, say): giving them again would serve them twice."""
+    return set(
+        AssignmentItem.objects.filter(
+            assignment__assessor=assessor,
+            assignment__active=True,
+            topic=topic,
+            doc_id__in=list(doc_ids),
+            withdrawn=False,
+            judgment__isnull=True,
+        ).values_list("doc_id", flat=True)
+    )
+
+
+@transaction.atomic
+def end_assignment(*, assignment: Assignment) -> int:
+    """Stop an assignment: its unjudged documents are withdrawn (never served to its assessor
+    again) and its queue claims released for the others; every judgment stays, linked to its
+    item. Returns how many documents were withdrawn (0 if it had already ended)."""
+    locked = Assignment.objects.select_for_update().filter(pk=assignment.pk, active=True)
+    if not locked.exists():
+        return 0
+    open_items = AssignmentItem.objects.filter(
+        assignment=assignment, judgment__isnull=True, withdrawn=False
+    )
+    claims = [pk for pk in open_items.values_list("queue_item_id", flat=True) if pk is not None]
+    withdrawn = open_items.update(withdrawn=True)
+    QueueItem.objects.filter(pk__in=claims, claimed_by=assignment.assessor, done=False).update(
+        claimed_by=None, claimed_at=None
+    )
+    locked.update(active=False)
+    assignment.active = False
+    return withdrawn
+
+
+@transaction.atomic
+def reassign_topic(*, pool: Pool, topic: Topic, from_user, to_user, by=None) -> int:
+    """Move everything ``from_user`` still has to judge of ``topic`` in ``pool`` to ``to_user``
+    (with :func:`reassign`, once per assignment holding the topic). Judged documents stay with
+    their judgments. Refused (AssignmentError) when ``to_user`` would be given a document they
+    already have to judge elsewhere (it would be served twice) or the overlap copy of their own
+    work. Returns the number of documents moved (a shared queue moves its topic, not documents).
+    """
+    campaign = pool.campaign
+    _check(campaign, pool, [topic])
+    source = _assessor_for(campaign, from_user)
+    target = _assessor_for(campaign, to_user)
+    if source == target:
+        raise AssignmentError("Choose another assessor to move the work to.")
+    assignments = list(
+        Assignment.objects.select_for_update(of=("self",))
+        .filter(pool=pool, assessor=source, active=True, topics=topic)
+        .order_by("pk")
+    )
+    moving: dict[int, list[str]] = {}
+    for assignment in assignments:
+        if assignment.mode == Assignment.Mode.OVERLAP and assignment.partner_id == target.pk:
+            raise AssignmentError(
+                f"{source.name}'s overlap on topic {topic.topic_id} doubles {target.name}'s own "
+                "work: give it to a third assessor."
+            )
+        moving[assignment.pk] = list(
+            assignment.items.filter(topic=topic, judgment__isnull=True, withdrawn=False)
+            .order_by("position")
+            .values_list("doc_id", flat=True)
+        )
+    if not any(moving.values()) and not any(a.mode == Assignment.Mode.QUEUE for a in assignments):
+        raise AssignmentError(
+            f"{source.name} has nothing left to judge in topic {topic.topic_id} of pool "
+            f"v{pool.version}."
+        )
+    clash = _open_pairs_held(target, topic, [d for docs in moving.values() for d in docs])
+    if clash:
+        raise AssignmentError(
+            f"{target.name} already has {len(clash)} of these documents to judge (an overlap "
+            f"copy): moving them would serve them twice. Choose another assessor, or rebalance."
+        )
+    moved = 0
+    for assignment in assignments:
+        reassign(assignment=assignment, topics=[topic], to_user=to_user, by=by)
+        moved += len(moving[assignment.pk])
+    return moved
+
+
+@transaction.atomic
+def rebalance(*, pool: Pool, topic: Topic, users: Sequence, by=None) -> dict[str, int]:
+    """Deal the unjudged documents of ``topic``'s primary work in ``pool`` evenly across
+    ``users`` (assessors of the campaign), moving as few documents as possible.
+
+    The documents dealt are those of open items (unjudged, not withdrawn) of active primary
+    assignments; overlap copies and shared queues are left as they are. Rules:
+
+    - judged items stay where they are, with their judgments;
+    - a document somebody has already judged is never served again to anyone who did not judge
+      it: it goes to one of ``users`` who judged it (linked to that verdict, not served again),
+      and if none did it stays with its holder;
+    - a document goes to nobody who already has it to judge in another assignment (an overlap
+      copy), so nothing is served twice;
+    - every dealt document ends up open for exactly one assessor, and the counts dealt differ
+      by at most one where those rules leave a choice.
+
+    Returns assessor name -> documents of the topic they now have to judge in primary work.
+    Raises AssignmentError when there is nothing to deal or a user is not an assessor.
+    """
+    from django.db.models import Count
+
+    campaign = pool.campaign
+    _check(campaign, pool, [topic])
+    targets: list[Assessor] = []
+    for user in users:
+        assessor = _assessor_for(campaign, user)
+        if assessor not in targets:
+            targets.append(assessor)
+    if not targets:
+        raise AssignmentError("Choose at least one assessor to share the topic.")
+    items = list(
+        AssignmentItem.objects.select_for_update(of=("self",))
+        .filter(
+            assignment__pool=pool,
+            assignment__mode=Assignment.Mode.PRIMARY,
+            assignment__active=True,
+            topic=topic,
+            judgment__isnull=True,
+            withdrawn=False,
+        )
+        .select_related("assignment__assessor")
+        .order_by("doc_id", "pk")
+    )
+    if not items:
+        raise AssignmentError(
+            f"Topic {topic.topic_id} has no unjudged documents in primary assignments of pool "
+            f"v{pool.version} (shared queues balance themselves)."
+        )
+    holders: dict[str, list[AssignmentItem]] = defaultdict(list)
+    for item in items:
+        holders[item.doc_id].append(item)
+    docs = sorted(holders)
+    judged_by: dict[str, set[int]] = defaultdict(set)
+    for doc_id, assessor_pk in Judgment.objects.filter(topic=topic, doc_id__in=docs).values_list(
+        "doc_id", "assessor_id"
+    ):
+        judged_by[doc_id].add(assessor_pk)
+    open_elsewhere = {
+        (assessor_pk, doc_id)
+        for assessor_pk, doc_id in AssignmentItem.objects.filter(
+            assignment__assessor__in=targets,
+            assignment__active=True,
+            topic=topic,
+            doc_id__in=docs,
+            withdrawn=False,
+            judgment__isnull=True,
+        )
+        .exclude(pk__in=[item.pk for item in items])
+        .values_list("assignment__assessor_id", "doc_id")
+    }
+    _rng(pool.pk, "rebalance", topic.topic_id, len(docs)).shuffle(docs)
+
+    load = {t.pk: 0 for t in targets}
+    given: dict[int, list[str]] = defaultdict(list)
+    withdraw: list[int] = []
+    kept_judged: list[AssignmentItem] = []
+    for doc in docs:
+        held = holders[doc]
+        holder_pks = {item.assignment.assessor_id for item in held}
+        if judged_by[doc]:
+            judges = [t for t in targets if t.pk in judged_by[doc]]
+            if not judges:
+                continue  # stays with its holder: nobody chosen may be served a judged document
+            chosen = judges[0]
+        else:
+            eligible = [t for t in targets if (t.pk, doc) not in open_elsewhere]
+            if not eligible:
+                continue
+            chosen = min(
+                eligible,
+                key=lambda t: (load[t.pk], t.pk not in holder_pks, targets.index(t)),
+            )
+            load[chosen.pk] += 1
+        keep = next((item for item in held if item.assignment.assessor_id == chosen.pk), None)
+        withdraw.extend(item.pk for item in held if item is not keep)
+        if keep is None:
+            given[chosen.pk].append(doc)
+        elif chosen.pk in judged_by[doc]:
+            kept_judged.append(keep)
+    AssignmentItem.objects.filter(pk__in=withdraw, judgment__isnull=True).update(withdrawn=True)
+    for item in kept_judged:
+        _link_judged(item.assignment, topic, {item.doc_id})
+    for target in targets:
+        if not given[target.pk]:
+            continue
+        destination = (
+            Assignment.objects.filter(
+                pool=pool,
+                assessor=target,
+                mode=Assignment.Mode.PRIMARY,
+                active=True,
+                topics=topic,
+            ).first()
+            or Assignment.objects.filter(
+                pool=pool, assessor=target, mode=Assignment.Mode.PRIMARY, active=True
+            ).first()
+            or Assignment.objects.create(
+                campaign=campaign,
+                pool=pool,
+                assessor=target,
+                mode=Assignment.Mode.PRIMARY,
+                seed=secrets.randbelow(2**31),
+                created_by=by,
+            )
+        )
+        _give(destination, topic, sorted(given[target.pk]))
+    for source in {item.assignment for item in items}:
+        _drop_emptied_topics(source, [topic])
+    counts = (
+        AssignmentItem.objects.filter(
+            assignment__pool=pool,
+            assignment__mode=Assignment.Mode.PRIMARY,
+            assignment__active=True,
+            topic=topic,
+            judgment__isnull=True,
+            withdrawn=False,
+        )
+        .values_list("assignment__assessor__name")
+        .annotate(n=Count("pk"))
+    )
+    return dict(sorted(counts))

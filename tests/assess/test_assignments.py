@@ -11,7 +11,7 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from assess.assignments import AssignmentError, assign, reassign
-from assess.judging import claim_next, next_item, progress, submit
+from assess.judging import claim_next, next_item, open_items, progress, submit
 from assess.models import Assignment, AssignmentItem, QueueItem
 from campaigns.judgments import StaleJudgment, Timing
 from campaigns.members import add_member
@@ -55,9 +55,7 @@ class TestPresentationOrder:
         order = _order(assignment)
         assert len(order) == 16
         assert len(set(order)) == 16
-        assert list(assignment.items.values_list("position", flat=True)) == list(
-            range(1, 17)
-        )
+        assert list(assignment.items.values_list("position", flat=True)) == list(range(1, 17))
 
     def test_the_same_seed_gives_the_same_order_and_topics_stay_together(
         self, campaign, pool, assessor_a
@@ -333,3 +331,15 @@ def test_thirty_two_threads_claiming_at_once_get_every_document_once(campaign, t
     print(f"\n32 threads claimed {len(everything)} documents; busiest took {max(map(len, served))}")
     assert sorted(everything) == sorted(docs)  # every document once, none lost
     assert QueueItem.objects.filter(claimed_by__isnull=True).count() == 0
+
+
+def test_work_moved_away_and_back_is_served_again(campaign, pool, assessor_a, assessor_b):
+    topics = list(campaign.topics.all())
+    [a] = assign(campaign=campaign, pool=pool, user=assessor_a, topics=topics, seed=4)
+    _judge(next_item(a), 1)
+    b = reassign(assignment=a, topics=topics, to_user=assessor_b)
+    _judge(next_item(b), 2)
+    back = reassign(assignment=b, topics=topics, to_user=assessor_a)
+    assert back.pk == a.pk
+    assert open_items(a).count() == 14  # 16 minus the one A judged and the one B judged
+    assert next_item(b) is None

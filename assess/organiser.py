@@ -1,0 +1,416 @@
+"""The organiser's workspace: assessors, giving out and moving work, and live progress.
+
+Every view starts from ``get_campaign_for`` (organisers of this campaign only: assessors,
+outsiders and organisers of other campaigns get a 404) and looks every object up inside that
+campaign, so an id from elsewhere is a 404 too. The Assessors page is one template whose
+``workspace`` partial htmx swaps after a form; without JavaScript each form posts and redirects.
+The progress page's ``live`` partial polls itself while work is open.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Q
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import HttpResponseStopPolling
+
+from assess import dashboard as dash
+from assess.assignments import AssignmentError, assign, end_assignment, reassign_topic, rebalance
+from assess.forms import (
+    AddMemberForm,
+    AssignForm,
+    CreateAssessorForm,
+    MoveWorkForm,
+    RebalanceForm,
+)
+from assess.models import Assignment, AssignmentItem
+from assess.plots import judgments_over_time
+from campaigns.access import get_campaign_for
+from campaigns.members import add_member, create_user
+from campaigns.models import Assessor, Campaign, Judgment, Membership
+from pooling.models import Pool
+
+WORKSPACE = "assess/organiser/assessors.html"
+PROGRESS = "assess/organiser/progress.html"
+POLL_SECONDS = 5
+
+
+# --- Lookups --------------------------------------------------------------------------------------
+
+
+def _built_pools(campaign: Campaign) -> list[Pool]:
+    return list(
+        campaign.pools.filter(status=Pool.Status.BUILT)
+        .annotate(topic_count=Count("topics"))
+        .order_by("-version")
+    )
+
+
+def _get_pool(campaign: Campaign, version: int) -> Pool:
+    pool = campaign.pools.filter(version=version, status=Pool.Status.BUILT).first()
+    if pool is None:
+        raise Http404("No such built pool.")
+    return pool
+
+
+def _chosen_pool(campaign: Campaign, value: str | None) -> Pool | None:
+    """The built pool asked for (``?pool=3``), else the newest built one."""
+    built = campaign.pools.filter(status=Pool.Status.BUILT)
+    if value and value.isdigit() and len(value) < 10:
+        chosen = built.filter(version=int(value)).first()
+        if chosen is not None:
+            return chosen
+    return built.order_by("-version").first()
+
+
+def _page_url(campaign: Campaign, pool: Pool | None) -> str:
+    url = reverse("assess:assessors", args=[campaign.slug])
+    return f"{url}?pool={pool.version}" if pool is not None else url
+
+
+# --- The Assessors page ---------------------------------------------------------------------------
+
+
+def _member_rows(campaign: Campaign) -> list[dict]:
+    """Everyone in the campaign, with their active assignments and how far each has come."""
+    memberships = list(campaign.memberships.select_related("user"))
+    identities = {
+        a.user_id: a for a in Assessor.objects.filter(campaign=campaign, user__isnull=False)
+    }
+    assignments = (
+        Assignment.objects.filter(campaign=campaign, active=True)
+        .select_related("pool", "partner")
+        .annotate(topic_count=Count("topics", distinct=True))
+        .order_by("pool__version", "created_at", "pk")
+    )
+    rows = (
+        AssignmentItem.objects.filter(
+            assignment__campaign=campaign, assignment__active=True, withdrawn=False
+        )
+        .values("assignment_id")
+        .annotate(done=Count("judgment"), total=Count("pk"))
+        .values_list("assignment_id", "done", "total")
+    )
+    counts = {pk: (done, total) for pk, done, total in rows}
+    by_assessor: dict[int, list[Assignment]] = {}
+    for assignment in assignments:
+        assignment.judged, assignment.total = counts.get(assignment.pk, (0, 0))
+        by_assessor.setdefault(assignment.assessor_id, []).append(assignment)
+    judged = dict(
+        Judgment.objects.filter(campaign=campaign, source=Judgment.Source.JUDGED)
+        .values_list("assessor_id")
+        .annotate(n=Count("pk"))
+    )
+    rows = []
+    for membership in memberships:
+        assessor = identities.get(membership.user_id)
+        rows.append(
+            {
+                "membership": membership,
+                "user": membership.user,
+                "is_assessor": membership.role == Membership.Role.ASSESSOR,
+                "assignments": by_assessor.get(assessor.pk, []) if assessor else [],
+                "judged": judged.get(assessor.pk, 0) if assessor else 0,
+            }
+        )
+    return rows
+
+
+def _grid(campaign: Campaign, pool: Pool) -> dict:
+    """Topic x assessor: who holds what of ``pool`` (P primary, O overlap, Q queue)."""
+    cells = dash.grid_cells(campaign, pool=pool)
+    work = dash.count_work(campaign, pool=pool)
+    members = set(
+        Assessor.objects.filter(
+            campaign=campaign,
+            user__memberships__campaign=campaign,
+            user__memberships__role=Membership.Role.ASSESSOR,
+        ).values_list("pk", flat=True)
+    )
+    with_work = {assessor_pk for _, assessor_pk in cells}
+    columns = list(
+        Assessor.objects.filter(campaign=campaign, pk__in=members | with_work).order_by("name")
+    )
+    rows = []
+    for topic in pool.topics.order_by("position", "topic_id"):
+        judged, assigned = work.topics.get(topic.pk, (0, 0))
+        rows.append(
+            {
+                "topic": topic,
+                "judged": judged,
+                "assigned": assigned,
+                "cells": [cells.get((topic.pk, column.pk), []) for column in columns],
+            }
+        )
+    return {
+        "columns": columns,
+        "rows": rows,
+        "unassigned": sum(1 for row in rows if not row["assigned"]),
+    }
+
+
+def _workspace_context(request: HttpRequest, campaign: Campaign, pool: Pool | None, **forms):
+    context = {
+        "campaign": campaign,
+        "pool": pool,
+        "pools": _built_pools(campaign),
+        "members": _member_rows(campaign),
+        "create_form": forms.get("create_form") or CreateAssessorForm(campaign=campaign),
+        "add_form": forms.get("add_form") or AddMemberForm(campaign=campaign),
+        "is_htmx": _wants_fragment(request),
+        "assessor_count": campaign.memberships.filter(role=Membership.Role.ASSESSOR).count(),
+        "active_count": Assignment.objects.filter(campaign=campaign, active=True).count(),
+    }
+    if pool is not None:
+        context.update(
+            assign_form=forms.get("assign_form") or AssignForm(campaign=campaign, pool=pool),
+            move_form=forms.get("move_form") or MoveWorkForm(campaign=campaign, pool=pool),
+            rebalance_form=forms.get("rebalance_form")
+            or RebalanceForm(campaign=campaign, pool=pool),
+            grid=_grid(campaign, pool),
+        )
+    return context
+
+
+def _wants_fragment(request: HttpRequest) -> bool:
+    """An htmx swap asks for the fragment; htmx restoring history (back button, no cached copy)
+    needs the whole page."""
+    return bool(request.htmx) and not request.htmx.history_restore_request
+
+
+def _render_workspace(
+    request: HttpRequest, campaign: Campaign, pool: Pool | None, *, status: int = 200, **forms
+) -> HttpResponse:
+    template = f"{WORKSPACE}#workspace" if _wants_fragment(request) else WORKSPACE
+    context = _workspace_context(request, campaign, pool, **forms)
+    return render(request, template, context, status=status)
+
+
+def _saved(request: HttpRequest, campaign: Campaign, pool: Pool | None, message: str):
+    """After a change: htmx gets the fresh workspace, a plain form post a redirect (PRG)."""
+    messages.success(request, message)
+    if request.htmx:
+        return _render_workspace(request, campaign, pool)
+    return redirect(_page_url(campaign, pool))
+
+
+@login_required
+@require_GET
+@vary_on_headers("HX-Request")
+def assessors(request: HttpRequest, slug: str) -> HttpResponse:
+    """Members and their work; giving out, moving and sharing work in one pool."""
+    campaign = get_campaign_for(request, slug)
+    pool = _chosen_pool(campaign, request.GET.get("pool"))
+    return _render_workspace(request, campaign, pool)
+
+
+@login_required
+@require_POST
+def assessor_create(request: HttpRequest, slug: str) -> HttpResponse:
+    """A new login, added to the campaign as an assessor."""
+    campaign = get_campaign_for(request, slug)
+    pool = _chosen_pool(campaign, request.POST.get("pool"))
+    form = CreateAssessorForm(request.POST, campaign=campaign)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            with transaction.atomic():
+                user = create_user(
+                    username=data["username"], password=data["password"], email=data["email"]
+                )
+                add_member(campaign=campaign, user=user, role=Membership.Role.ASSESSOR)
+        except ValidationError as exc:  # a name taken meanwhile, say
+            form.add_error(None, exc)
+        except IntegrityError:
+            form.add_error("username", "That name was taken a moment ago; choose another.")
+        else:
+            return _saved(
+                request,
+                campaign,
+                pool,
+                f"Created the account {user.get_username()} and added it as an assessor. "
+                "Give them the password; they sign in and find their work under this campaign.",
+            )
+    return _render_workspace(request, campaign, pool, status=400, create_form=form)
+
+
+@login_required
+@require_POST
+def member_add(request: HttpRequest, slug: str) -> HttpResponse:
+    """An existing login joins the campaign (as an assessor or an organiser)."""
+    campaign = get_campaign_for(request, slug)
+    pool = _chosen_pool(campaign, request.POST.get("pool"))
+    form = AddMemberForm(request.POST, campaign=campaign)
+    if form.is_valid():
+        user, role = form.cleaned_data["user"], form.cleaned_data["role"]
+        add_member(campaign=campaign, user=user, role=role)
+        role_name = Membership.Role(role).label.lower()
+        return _saved(request, campaign, pool, f"Added {user.get_username()} as {role_name}.")
+    return _render_workspace(request, campaign, pool, status=400, add_form=form)
+
+
+@login_required
+@require_POST
+def assign_work(request: HttpRequest, slug: str, version: int) -> HttpResponse:
+    campaign = get_campaign_for(request, slug)
+    pool = _get_pool(campaign, version)
+    form = AssignForm(request.POST, campaign=campaign, pool=pool)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            created = assign(
+                campaign=campaign,
+                pool=pool,
+                user=data["assessor"],
+                topics=list(data["topics"]),
+                mode=data["mode"],
+                seed=data["seed"],
+                interleave=data["interleave"],
+                overlap=data["overlap"],
+                partner=data["partner"],
+                by=request.user,
+            )
+        except AssignmentError as exc:
+            form.add_assignment_error(str(exc))
+        else:
+            return _saved(request, campaign, pool, _describe_created(created, pool))
+    return _render_workspace(request, campaign, pool, status=400, assign_form=form)
+
+
+def _describe_created(created: list[Assignment], pool: Pool) -> str:
+    parts = []
+    for assignment in created:
+        topics = assignment.topics.count()
+        if assignment.mode == Assignment.Mode.QUEUE:
+            what = "draws from the shared queue"
+        else:
+            what = f"{assignment.items.count()} documents"
+        parts.append(
+            f"{assignment.assessor.name}: {assignment.get_mode_display().split(' (')[0].lower()}"
+            f" on {topics} topic{'s' if topics != 1 else ''}, {what}"
+        )
+    return f"Pool v{pool.version}: " + "; ".join(parts) + "."
+
+
+@login_required
+@require_POST
+def move_work(request: HttpRequest, slug: str, version: int) -> HttpResponse:
+    """One topic's unjudged documents from one assessor to another (judgments stay)."""
+    campaign = get_campaign_for(request, slug)
+    pool = _get_pool(campaign, version)
+    form = MoveWorkForm(request.POST, campaign=campaign, pool=pool)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            moved = reassign_topic(
+                pool=pool,
+                topic=data["topic"],
+                from_user=data["from_user"],
+                to_user=data["to_user"],
+                by=request.user,
+            )
+        except AssignmentError as exc:
+            form.add_assignment_error(str(exc))
+        else:
+            message = (
+                f"Topic {data['topic'].topic_id}: moved {moved} unjudged document"
+                f"{'s' if moved != 1 else ''} from {data['from_user'].get_username()} to "
+                f"{data['to_user'].get_username()}; judgments made so far stay."
+            )
+            return _saved(request, campaign, pool, message)
+    return _render_workspace(request, campaign, pool, status=400, move_form=form)
+
+
+@login_required
+@require_POST
+def rebalance_work(request: HttpRequest, slug: str, version: int) -> HttpResponse:
+    """Share one topic's remaining primary work evenly across the chosen assessors."""
+    campaign = get_campaign_for(request, slug)
+    pool = _get_pool(campaign, version)
+    form = RebalanceForm(request.POST, campaign=campaign, pool=pool)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            shares = rebalance(
+                pool=pool, topic=data["topic"], users=list(data["users"]), by=request.user
+            )
+        except AssignmentError as exc:
+            form.add_assignment_error(str(exc))
+        else:
+            listed = ", ".join(f"{name} {count}" for name, count in shares.items())
+            message = (
+                f"Topic {data['topic'].topic_id} rebalanced; left to judge: {listed or 'nothing'}."
+            )
+            return _saved(request, campaign, pool, message)
+    return _render_workspace(request, campaign, pool, status=400, rebalance_form=form)
+
+
+@login_required
+@require_POST
+def assignment_end(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    """Take back an assignment's unjudged work; its judgments stay."""
+    campaign = get_campaign_for(request, slug)
+    assignment = (
+        Assignment.objects.filter(campaign=campaign, pk=pk).select_related("assessor", "pool")
+    ).first()
+    if assignment is None:
+        raise Http404("No such assignment.")
+    pool = _chosen_pool(campaign, request.POST.get("pool"))
+    if not assignment.active:
+        messages.info(request, "That assignment had already been removed.")
+        if request.htmx:
+            return _render_workspace(request, campaign, pool)
+        return redirect(_page_url(campaign, pool))
+    withdrawn = end_assignment(assignment=assignment)
+    message = (
+        f"Removed {assignment.assessor.name}'s {assignment.get_mode_display().split(' (')[0]} "
+        f"assignment on pool v{assignment.pool.version}: {withdrawn} unjudged document"
+        f"{'s' if withdrawn != 1 else ''} taken back; their judgments stay."
+    )
+    return _saved(request, campaign, pool, message)
+
+
+# --- Progress -------------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+@vary_on_headers("HX-Request")
+def progress(request: HttpRequest, slug: str) -> HttpResponse:
+    """Per topic and per assessor: judged / assigned, labels, time, pace and finish; as a page,
+    as the fragment that polls itself while work is open, or as CSV (``?format=csv``)."""
+    campaign = get_campaign_for(request, slug)
+    board = dash.campaign_dashboard(campaign)
+    if request.GET.get("format") == "csv":
+        stamp = timezone.localtime(board.now).strftime("%Y%m%d-%H%M")
+        response = HttpResponse(dash.dashboard_csv(board), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = (
+            f'attachment; filename="{campaign.slug}-progress-{stamp}.csv"'
+        )
+        response["Cache-Control"] = "no-store"
+        return response
+    context = {
+        "campaign": campaign,
+        "board": board,
+        "plot": judgments_over_time(board.series, bucket=board.bucket),
+        "poll_seconds": POLL_SECONDS,
+        "has_assignments": Assignment.objects.filter(campaign=campaign).exists(),
+        "has_pool": campaign.pools.filter(status=Pool.Status.BUILT).exists(),
+        "active_assessors": Assessor.objects.filter(Q(assignments__active=True), campaign=campaign)
+        .distinct()
+        .count(),
+    }
+    if _wants_fragment(request):
+        response = render(request, f"{PROGRESS}#live", context)
+        if not board.open_work:
+            response.status_code = HttpResponseStopPolling.status_code
+        return response
+    return render(request, PROGRESS, context)
