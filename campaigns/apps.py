@@ -6,6 +6,8 @@ class CampaignsConfig(AppConfig):
     verbose_name = "Campaigns"
 
     def ready(self) -> None:
+        # Jobs are sent by task name: the web process must have the tasks registered too.
+        from campaigns import tasks  # noqa: F401
         from campaigns.uploads import Importer, register
 
         register(

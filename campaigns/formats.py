@@ -16,6 +16,8 @@ Choices other code relies on:
   (from .A and .B, when not empty) and a blank line. Other fields (.X, .N, .K…) are ignored. A
   field marker repeated inside a record (Cranfield documents 240 and 578 have stray .A/.B/.W
   lines inside their abstracts) is kept as a text line of the field being read.
+- A TSV line holding a carriage return (other than in a CRLF line end) is refused: lines end at
+  LF, so a file with old Mac CR line endings would be one line whose rows run into its columns.
 """
 
 from __future__ import annotations
@@ -266,10 +268,19 @@ def _topic(
     return TopicRecord(topic_id, title, description, narrative, number) if ok else None
 
 
+TSV_CARRIAGE_RETURN = (
+    "has a carriage return (CR) inside the line; TSV lines end at LF, so save the file with LF "
+    "or CRLF line endings (not old Mac CR ones)"
+)
+
+
 def _tsv_topics(pairs, problems, *, positional_ids):
     records = []
     for number, line in pairs:
         if is_skippable(line):
+            continue
+        if "\r" in line:
+            problems.add(number, TSV_CARRIAGE_RETURN)
             continue
         columns = line.split("\t")
         if not 2 <= len(columns) <= 4:
@@ -609,6 +620,9 @@ def parse_documents(
 def _tsv_documents(pairs, problems):
     for number, line in pairs:
         if is_skippable(line):
+            continue
+        if "\r" in line:
+            problems.add(number, TSV_CARRIAGE_RETURN)
             continue
         columns = line.split("\t")
         if len(columns) == 2:

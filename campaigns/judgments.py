@@ -120,13 +120,16 @@ def record_judgment(
                 unsure=unsure,
                 submission_id=submission_id,
             )
-    except IntegrityError:
+    except (IntegrityError, StaleJudgment) as exc:
         # A concurrent request won the race: the same submission (then it is stored, once), or
-        # a first verdict from another tab (then this one is stale).
+        # a verdict from another tab (then this one is stale). The same submission can also have
+        # committed between the check above and the row lock: it is found here, not refused.
         if submission_id is not None:
             done = JudgmentRevision.objects.filter(submission_id=submission_id).first()
             if done is not None:
                 return done.judgment, False
+        if isinstance(exc, StaleJudgment):
+            raise
         raise StaleJudgment(
             Judgment.objects.filter(assessor=assessor, topic=topic, doc_id=doc_id).first()
         ) from None

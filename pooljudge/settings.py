@@ -64,6 +64,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    "pooljudge.middleware.SessionIdleTimeoutMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -157,8 +158,10 @@ X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
-# Idle timeout: a session unused for this long must log in again.
+# Idle timeout: a session unused for this long must log in again. Active sessions are extended
+# at most every SESSION_REFRESH_SECONDS (pooljudge/middleware.py), not written on every request.
 SESSION_COOKIE_AGE = env_int("SESSION_IDLE_SECONDS", 8 * 3600)
+SESSION_REFRESH_SECONDS = env_int("SESSION_REFRESH_SECONDS", 300)
 SESSION_SAVE_EVERY_REQUEST = False
 if not DEBUG:
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
@@ -213,7 +216,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 # A task must end (or be killed) before Redis would hand its message to another worker.
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", int(CELERY_VISIBILITY_TIMEOUT * 0.9))
-CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 30
+# The soft limit leaves the task time to roll back; never negative, which Celery would read as
+# a hard limit of its own default instead of ours.
+CELERY_TASK_SOFT_TIME_LIMIT = max(1, CELERY_TASK_TIME_LIMIT - min(30, CELERY_TASK_TIME_LIMIT // 4))
 if CELERY_TASK_TIME_LIMIT >= CELERY_VISIBILITY_TIMEOUT:
     raise ImproperlyConfigured("CELERY_TASK_TIME_LIMIT must be below CELERY_VISIBILITY_TIMEOUT")
 

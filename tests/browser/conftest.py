@@ -1,5 +1,5 @@
-"""Real Chromium (Debian's /usr/bin/chromium) driven by Playwright against pytest-django's live
-server. In CI a missing browser is a failure, never a skip."""
+"""Real Chromium (Debian's /usr/bin/chromium) driven by Playwright against a live server. In CI a
+missing browser is a failure, never a skip."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import shutil
 
 import pytest
+from pytest_django import live_server_helper
 
 from tests.conftest import require
 
@@ -21,9 +22,43 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 
-# Playwright's sync API runs an event loop in this thread; the live server and the ORM calls in
-# the tests are ordinary synchronous code.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+# The live server speaks plain HTTP on localhost. With DEBUG off (as in CI) the production
+# settings would redirect every page to HTTPS and mark cookies Secure-only; everything else
+# (CSP, nosniff, CSRF, sessions) stays as deployed.
+PLAIN_HTTP = {
+    "SECURE_SSL_REDIRECT": False,
+    "SESSION_COOKIE_SECURE": False,
+    "CSRF_COOKIE_SECURE": False,
+    "SECURE_HSTS_SECONDS": 0,
+}
+
+
+@pytest.fixture(scope="session")
+def live_server(request):
+    """pytest-django's live server, started after the plain-HTTP settings are in place: its
+    middleware (SecurityMiddleware reads its settings once) is loaded when the thread starts."""
+    from django.conf import settings
+
+    saved = {name: getattr(settings, name) for name in PLAIN_HTTP}
+    for name, value in PLAIN_HTTP.items():
+        setattr(settings, name, value)
+    server = live_server_helper.LiveServer(
+        request.config.getvalue("liveserver")
+        or os.getenv("DJANGO_LIVE_TEST_SERVER_ADDRESS")
+        or "localhost"
+    )
+    yield server
+    server.stop()
+    for name, value in saved.items():
+        setattr(settings, name, value)
+
+
+@pytest.fixture
+def http_settings(settings):
+    """The same plain-HTTP settings for code the test itself runs."""
+    for name, value in PLAIN_HTTP.items():
+        setattr(settings, name, value)
+    return settings
 
 
 @pytest.fixture(scope="session")
@@ -34,20 +69,20 @@ def browser():
     )
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield instance
-        instance.close()
-
-
-@pytest.fixture
-def http_settings(settings):
-    """The live server speaks plain HTTP on localhost: no TLS redirect, no Secure-only cookies."""
-    settings.SECURE_SSL_REDIRECT = False
-    settings.SESSION_COOKIE_SECURE = False
-    settings.CSRF_COOKIE_SECURE = False
-    settings.SECURE_HSTS_SECONDS = 0
-    return settings
+    # Playwright's sync API runs an event loop in this thread; the live server and the ORM calls
+    # in the tests are ordinary synchronous code. Only while browsers run (never in deployment).
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            instance = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            yield instance
+            instance.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
 @pytest.fixture

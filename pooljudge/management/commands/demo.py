@@ -59,7 +59,7 @@ class Command(BaseCommand):
     def _build(self, organiser, assessors, plan) -> Campaign:
         rubric = json.loads((DEMO_DIR / "rubric.json").read_text())
         with transaction.atomic():
-            campaign, created = Campaign.objects.get_or_create(
+            campaign, _created = Campaign.objects.get_or_create(
                 slug=SLUG,
                 defaults={
                     "title": rubric["title"],
@@ -133,7 +133,8 @@ class Command(BaseCommand):
         pool.refresh_from_db()
         if pool.status != Pool.Status.BUILT:
             raise CommandError(
-                f"The demo pool did not build (job {job.pk} {job.status}: {job.error or 'waiting'}). "
+                f"The demo pool did not build (job {job.pk} {job.status}: "
+                f"{job.error or 'waiting'}). "
                 "Is a Celery worker running for this database?"
             )
         if job.status != Job.Status.DONE:
