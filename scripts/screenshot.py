@@ -3,17 +3,37 @@
     python scripts/screenshot.py --base http://127.0.0.1:8000 --user organiser --password … \
         --out docs/screens /c/demo/ /c/demo/files/
 
-Each path becomes a PNG named after it. Logs in first when --user is given.
+Each path becomes a PNG named after it. Logs in first when --user is given; without --password
+the login is read from the data directory's local-accounts.json (where `manage.py demo` keeps it).
+
+--judge SLUG also takes the judging screen: the logged-in assessor opens their first assignment
+in campaign SLUG (with --topic, the assignment that lists that topic) and the screen is saved as
+OUT/judging.png (--name changes the name). --demo starts a throwaway Pooljudge of its own (a
+temporary data directory, `manage.py demo`, runserver on a free port) and stops it afterwards,
+so the README's judging screen is one command:
+
+    .venv/bin/python scripts/screenshot.py --demo --user grace --judge pydocs --topic 004 \
+        --width 1440 --height 900 --out docs/screens
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import os
 import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
+ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -25,20 +45,105 @@ CHROMIUM_ARGS = [
 ]
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def demo_server() -> Iterator[tuple[str, Path]]:
+    """An embedded Pooljudge (SQLite, tasks in-process) holding the demo campaign, in a temporary
+    data directory; yields its address and that directory, and stops it afterwards."""
+    with tempfile.TemporaryDirectory(prefix="pooljudge-screens-") as data:
+        env = {**os.environ, "POOLJUDGE_DATA_DIR": data}
+        for name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "DEBUG"):
+            env.pop(name, None)
+        port = _free_port()
+        base = f"http://127.0.0.1:{port}"
+        manage = [sys.executable, str(ROOT / "manage.py")]
+        quiet = {"env": env, "cwd": ROOT, "check": True, "stdout": subprocess.DEVNULL}
+        print(f"Building the demo campaign in {data} …", file=sys.stderr)
+        # Our own manage.py with fixed arguments, never a shell.
+        subprocess.run([*manage, "migrate", "--noinput"], **quiet)  # noqa: S603
+        subprocess.run([*manage, "demo", "--url", f"{base}/"], **quiet)  # noqa: S603
+        server = subprocess.Popen(  # noqa: S603
+            [*manage, "runserver", f"127.0.0.1:{port}", "--noreload"],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=2).close()
+                    break
+                except OSError:
+                    if server.poll() is not None or time.monotonic() > deadline:
+                        raise SystemExit("The demo server did not start.") from None
+                    time.sleep(0.3)
+            yield base, Path(data)
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+
+
+def stored_password(data_dir: Path, user: str) -> str | None:
+    path = data_dir / "local-accounts.json"
+    return json.loads(path.read_text()).get(user) if path.exists() else None
+
+
+def open_judging(page, base: str, slug: str, topic: str | None) -> None:
+    """From the assessor's campaign page, start (or continue) judging an assignment."""
+    page.goto(f"{base}/c/{slug}/judge/")
+    cards = page.locator("section.assignment")
+    if topic:
+        cell = page.locator("td.mono", has_text=re.compile(rf"^\s*{re.escape(topic)}\s*$"))
+        cards = cards.filter(has=cell)
+    if cards.count() == 0:
+        raise SystemExit(f"No assignment{f' with topic {topic}' if topic else ''} in {slug}.")
+    cards.first.locator("a.button.primary").click()
+    page.wait_for_selector("#judge[data-item]")
+    page.wait_for_load_state("networkidle")
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("paths", nargs="+")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("paths", nargs="*")
     parser.add_argument("--base", default="http://127.0.0.1:8000")
+    parser.add_argument("--demo", action="store_true", help="run a throwaway demo server")
     parser.add_argument("--user")
-    parser.add_argument("--password")
+    parser.add_argument("--password", help="default: the login kept in the data directory")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(os.environ.get("POOLJUDGE_DATA_DIR", ROOT / "var")),
+        help="where local-accounts.json is (default: $POOLJUDGE_DATA_DIR or var/)",
+    )
+    parser.add_argument("--judge", metavar="SLUG", help="also take the judging screen")
+    parser.add_argument("--topic", help="with --judge: the assignment listing this topic")
+    parser.add_argument("--name", default="judging", help="with --judge: the PNG's name")
     parser.add_argument("--out", default="var/screens")
     parser.add_argument("--width", type=int, default=1280)
     parser.add_argument("--height", type=int, default=800)
     parser.add_argument("--full-page", action="store_true")
-    parser.add_argument("--scale", type=float, default=1.0, help="device scale (2 = 200% zoom)")
+    parser.add_argument("--scale", type=float, default=1.0, help="device scale (2 = 200%% zoom)")
     args = parser.parse_args()
+    if not args.paths and not args.judge:
+        parser.error("give paths to screenshot, or --judge SLUG")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        if args.demo:
+            args.base, args.data_dir = stack.enter_context(demo_server())
+        take(args, out)
+
+
+def take(args: argparse.Namespace, out: Path) -> None:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         page = browser.new_page(
@@ -46,9 +151,10 @@ def main() -> None:
             device_scale_factor=args.scale,
         )
         if args.user:
+            password = args.password or stored_password(args.data_dir, args.user) or ""
             page.goto(f"{args.base}/accounts/login/")
             page.fill("#id_username", args.user)
-            page.fill("#id_password", args.password or "")
+            page.fill("#id_password", password)
             page.click("button.primary")
             page.wait_for_load_state("networkidle")
         for path in args.paths:
@@ -56,6 +162,11 @@ def main() -> None:
             page.wait_for_load_state("networkidle")
             name = re.sub(r"[^a-zA-Z0-9]+", "-", path).strip("-") or "home"
             target = out / f"{name}-{args.width}x{args.height}.png"
+            page.screenshot(path=str(target), full_page=args.full_page)
+            print(target)
+        if args.judge:
+            open_judging(page, args.base, args.judge, args.topic)
+            target = out / f"{args.name}.png"
             page.screenshot(path=str(target), full_page=args.full_page)
             print(target)
         browser.close()
