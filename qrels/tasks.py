@@ -10,6 +10,20 @@ def import_qrels_task(self, job_id: int) -> None:
     run_job(self, job_id, lambda job, progress: run_import_job(job, progress, qrels_importer))
 
 
+def _reporter(progress):
+    """The (done, total, message) callback the export and report code takes, feeding the job."""
+    return lambda done, total, message: progress.update(done, total=total, message=message)
+
+
+def _conflicts_failed(exc, advice: str) -> JobFailed:
+    """Policy ``refuse`` met disagreeing assessors: the job fails listing the first pairs."""
+    count = len(exc.conflicts)
+    return JobFailed(
+        f"Policy refuse: assessors disagree on {count:,} pair{'s' if count != 1 else ''}. {advice}",
+        result={"problems": exc.lines(100), "more": max(0, count - 100)},
+    )
+
+
 def _build_export(job, progress) -> dict:
     from qrels.export import ExportError, build_stored_export, use_snapshot
     from qrels.models import Export
@@ -23,17 +37,10 @@ def _build_export(job, progress) -> dict:
     try:
         return build_stored_export(
             export=export,
-            progress=lambda done, total, message: progress.update(
-                done, total=total, message=message
-            ),
+            progress=_reporter(progress),
         )
     except PolicyConflict as exc:
-        count = len(exc.conflicts)
-        raise JobFailed(
-            f"Policy refuse: assessors disagree on {count:,} pair{'s' if count != 1 else ''}. "
-            "Choose another policy, or resolve them first.",
-            result={"problems": exc.lines(100), "more": max(0, count - 100)},
-        ) from None
+        raise _conflicts_failed(exc, "Choose another policy, or resolve them first.") from None
     except ExportError as exc:
         raise JobFailed(str(exc)) from None
 
@@ -83,17 +90,10 @@ def _build_report(job, progress) -> dict:
             report=params.get("report", ""),
             options=params.get("options") or {},
             uploaded=uploaded,
-            progress=lambda done, total, message: progress.update(
-                done, total=total, message=message
-            ),
+            progress=_reporter(progress),
         )
     except PolicyConflict as exc:
-        count = len(exc.conflicts)
-        raise JobFailed(
-            f"Policy refuse: assessors disagree on {count:,} pair{'s' if count != 1 else ''}. "
-            "Choose another policy.",
-            result={"problems": exc.lines(100), "more": max(0, count - 100)},
-        ) from None
+        raise _conflicts_failed(exc, "Choose another policy.") from None
     except ValueError as exc:
         raise JobFailed(str(exc)) from None
     # The result holds everything the page shows; the uploaded bytes are not needed again.
