@@ -21,6 +21,7 @@ from django.urls import reverse
 
 from assess.models import Assignment, AssignmentItem
 from campaigns.models import Assessor, Campaign, Judgment
+from pooling.models import PoolEntry
 
 pytestmark = [
     pytest.mark.browser,
@@ -119,7 +120,7 @@ def test_the_demo_judged_by_two_assessors_agreement_and_export(live_server, log_
     campaign = Campaign.objects.get(slug=SLUG)
     rubric_keys = {label.value: label.key for label in campaign.current_rubric().labels.all()}
 
-    # Ada opens her overlap copy (topic 013, grace's topic) and judges ten documents by key.
+    # Ada opens her overlap copy (topic 013, grace's topic) and judges ten documents by key ...
     ada = log_in("ada")
     ada.goto(f"{base}/c/{SLUG}/judge/")
     overlap = ada.locator("section.assignment", has_text="Overlap")
@@ -133,6 +134,18 @@ def test_the_demo_judged_by_two_assessors_agreement_and_export(live_server, log_
         assert topic == TOPIC
         ada_judged[doc_id] = label
     assert len(ada_judged) == JUDGED_BY_ADA
+    # ... and, keyboard only, on to the end of the topic: the whole topic judged, then done.
+    share_of_ada = AssignmentItem.objects.filter(
+        assignment__assessor__name="ada", assignment__mode=Assignment.Mode.OVERLAP
+    ).count()
+    while len(ada_judged) < share_of_ada:
+        topic, doc_id, label = _judge_shown_document(ada, ada_label)
+        assert topic == TOPIC
+        assert doc_id not in ada_judged, "a judged document was served again"
+        ada_judged[doc_id] = label
+    ada.wait_for_selector("#judge.done-panel")
+    pooled = PoolEntry.objects.filter(topic__campaign=campaign, topic__topic_id=TOPIC).count()
+    assert len(ada_judged) == share_of_ada == pooled
 
     # Grace reaches topic 013 in her primary work (after 011 and 012: she opens its first
     # document directly) and judges on, in her own order, until she has seen ada's ten.
