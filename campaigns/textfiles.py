@@ -118,6 +118,20 @@ def shown(value: str, limit: int = 60) -> str:
 # --- Bytes ---------------------------------------------------------------------------------------
 
 
+def parse_bounded_int(text: str, what: str, limit: int) -> tuple[int | None, str | None]:
+    """(value, None) or (None, why not): an integer in ASCII digits (sign allowed, no ``_``, no
+    other scripts' digits, which int() would take) within ±limit. ``what`` names the column."""
+    if not text.isascii() or "_" in text:
+        return None, f"{what} {shown(text)} is not an integer"
+    try:
+        value = int(text)
+    except ValueError:
+        return None, f"{what} {shown(text)} is not an integer"
+    if not -limit <= value <= limit:
+        return None, f"{what} {shown(text)} is out of range"
+    return value, None
+
+
 def source_name(source: str | os.PathLike | BinaryIO, name: str | None = None) -> str:
     """The file name to show in messages: `name` if given, else the path or the file's name."""
     if name:

@@ -31,6 +31,7 @@ from campaigns.textfiles import (
     ProblemCollector,
     check_id,
     decode_lines,
+    parse_bounded_int,
     read_bytes,
     shown,
     source_name,
@@ -355,15 +356,7 @@ def parse_score(text: str) -> tuple[float | None, str | None]:
 
 def parse_rank(text: str) -> tuple[int | None, str | None]:
     """(rank, None) or (None, why not): an integer written with ASCII digits, in 32 bits."""
-    if not text.isascii() or "_" in text:
-        return None, f"rank {shown(text)} is not an integer"
-    try:
-        value = int(text)
-    except ValueError:
-        return None, f"rank {shown(text)} is not an integer"
-    if not -RANK_LIMIT <= value <= RANK_LIMIT:
-        return None, f"rank {shown(text)} is out of range"
-    return value, None
+    return parse_bounded_int(text, "rank", RANK_LIMIT)
 
 
 def _careful_parse(lines: list[str], source: str, split_tags: bool) -> list[ParsedRun]:

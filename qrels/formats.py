@@ -17,6 +17,7 @@ from campaigns.textfiles import (
     ProblemCollector,
     check_id,
     decode_lines,
+    parse_bounded_int,
     read_bytes,
     shown,
     source_name,
@@ -46,15 +47,7 @@ class ParsedQrels:
 
 def parse_label(text: str) -> tuple[int | None, str | None]:
     """(label, None) or (None, why not): an integer in ASCII digits, sign allowed."""
-    if not text.isascii() or "_" in text:
-        return None, f"label {shown(text)} is not an integer"
-    try:
-        value = int(text)
-    except ValueError:
-        return None, f"label {shown(text)} is not an integer"
-    if not -LABEL_LIMIT <= value <= LABEL_LIMIT:
-        return None, f"label {shown(text)} is out of range"
-    return value, None
+    return parse_bounded_int(text, "label", LABEL_LIMIT)
 
 
 def parse_qrels(
