@@ -34,14 +34,14 @@ log = logging.getLogger("pooljudge.accounts")
 BACKEND = "accounts.backends.ThrottledModelBackend"
 
 
-def link_validity() -> str:
-    """How long a one-time link works, in words ("3 days", "12 hours")."""
-    seconds = settings.PASSWORD_RESET_TIMEOUT
-    if seconds >= 86400 and seconds % 86400 == 0:
-        days = seconds // 86400
-        return f"{days} day{'s' if days != 1 else ''}"
-    hours = max(1, round(seconds / 3600))
-    return f"{hours} hour{'s' if hours != 1 else ''}"
+def in_words(seconds: int) -> str:
+    """A configured duration for people: "3 days", "12 hours", "90 minutes"."""
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    minutes = max(1, round(seconds / 60))
+    return f"{minutes} minute{'s' if minutes != 1 else ''}"
 
 
 def refused_as_locked(request: HttpRequest, response: HttpResponse) -> HttpResponse:
@@ -61,7 +61,7 @@ class LoginView(auth_views.LoginView):
         context = super().get_context_data(**kwargs)
         if self.request.method == "GET":
             context["ended"] = self.request.session.pop(ENDED, None)
-        context["absolute_hours"] = settings.SESSION_ABSOLUTE_SECONDS // 3600
+        context["lifetime"] = in_words(settings.SESSION_ABSOLUTE_SECONDS)
         return context
 
     def form_invalid(self, form):
@@ -116,7 +116,7 @@ def password_reset(request: HttpRequest) -> HttpResponse:
             _send_reset_email(request, form)
             return redirect("password_reset_done")
     status = 400 if form is not None and form.is_bound else 200
-    context = {"form": form, "validity": link_validity()}
+    context = {"form": form, "validity": in_words(settings.PASSWORD_RESET_TIMEOUT)}
     return render(request, "accounts/password_reset.html", context, status=status)
 
 

@@ -21,7 +21,6 @@ from django.core import mail
 from django.core.management import call_command
 from django.urls import reverse
 
-from accounts.models import Account
 from campaigns.members import add_member
 from tests.conftest import PASSWORD, HttpsClient
 
@@ -103,6 +102,8 @@ def test_an_account_an_organiser_created_must_choose_its_own_password_at_first_l
     client.force_login(organiser)
     created = _create_assessor(client, campaign, "ann", TEMPORARY)
     assert created.status_code == 302
+    from accounts.models import Account
+
     account = Account.objects.get(user__username="ann")
     assert account.must_change_password
     assert account.created_by == organiser
@@ -157,6 +158,8 @@ def test_add_member_create_with_a_password_makes_it_temporary(campaign):
         "--password", TEMPORARY, stdout=out,
     )  # fmt: skip
     assert "must be replaced at the first login" in out.getvalue()
+    from accounts.models import Account
+
     assert Account.objects.get(user__username="cli-ann").must_change_password
     ann = HttpsClient()
     _login(ann, "cli-ann", TEMPORARY)
@@ -351,3 +354,32 @@ def test_a_broken_or_forged_link_says_only_that_it_does_not_work(client, assesso
         response = client.get(path, follow=True)
         assert response.status_code == 200
         assert "This link does not work" in response.content.decode()
+
+
+def test_a_one_time_link_gets_its_owner_in_while_their_username_is_locked(settings, assessor_a):
+    for _ in range(settings.LOGIN_FAILURES_PER_ACCOUNT):
+        _login(HttpsClient(), "alice", "wrong")
+    assert _login(HttpsClient(), "alice", PASSWORD).status_code == 429
+    out = StringIO()
+    call_command("reset_link", "alice", stdout=out)
+    path = re.search(r"(/accounts/password/reset/\S+/)", out.getvalue())[1]
+    _use_link(HttpsClient(), path, CHOSEN)  # logged in, and the username's failures forgotten
+    assert _login(HttpsClient(), "alice", CHOSEN).status_code == 302
+
+
+def test_a_local_login_whose_owner_changed_the_password_is_neither_reset_nor_printed(
+    settings, tmp_path
+):
+    settings.DATA_DIR = tmp_path
+    first = StringIO()
+    call_command("local_accounts", stdout=first)
+    given = first.getvalue().split(" / ")[1].strip()
+    organiser = User.objects.get(username="organiser")
+    organiser.set_password(CHOSEN)
+    organiser.save()
+    again = StringIO()
+    call_command("local_accounts", stdout=again)
+    assert given not in again.getvalue()
+    assert "(changed by its owner)" in again.getvalue()
+    organiser.refresh_from_db()
+    assert organiser.check_password(CHOSEN)

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.contrib.sessions.models import Session
 from django.urls import reverse
 
-from pooljudge.middleware import LAST_SEEN, LOGIN_AT
+from pooljudge.middleware import LAST_SEEN
 from tests.conftest import PASSWORD, HttpsClient
 
 pytestmark = pytest.mark.django_db
@@ -90,6 +90,8 @@ def test_an_active_session_is_extended_at_most_once_per_refresh_interval(client,
 
 def _age_login(key: str, seconds: int) -> None:
     """Move the session's login time ``seconds`` into the past."""
+    from pooljudge.middleware import LOGIN_AT
+
     session = Session.objects.get(session_key=key)
     data = session.get_decoded()
     data[LOGIN_AT] -= seconds
@@ -113,8 +115,8 @@ def test_a_session_ends_at_its_absolute_lifetime_however_active(client, organise
     assert "/accounts/login/" in response["Location"]
     assert not Session.objects.filter(session_key=key).exists()
     page = client.get(response["Location"]).content.decode()
-    assert "reached its 12-hour limit" in page
-    assert "reached its" not in client.get(reverse("login")).content.decode()  # said once
+    assert "a login lasts at most 12 hours" in page
+    assert "lasts at most" not in client.get(reverse("login")).content.decode()  # said once
     assert _as_old_cookie(key).get(reverse("home")).status_code == 302
 
 
