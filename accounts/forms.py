@@ -26,9 +26,15 @@ INVALID_LOGIN = "That username and password do not match an active account."
 
 
 def password_rules() -> str:
-    """The configured password validators' rules, as one sentence."""
-    rules = [v.get_help_text().rstrip(".") for v in get_default_password_validators()]
-    return "; ".join(rules) + "." if rules else ""
+    """The configured password validators' rules, as one sentence ("Your password can't be
+    too similar to …; must contain at least 8 characters; …")."""
+    rules = [str(v.get_help_text()).rstrip(".") for v in get_default_password_validators()]
+    if not rules:
+        return ""
+    subject = "Your password "
+    if all(rule.startswith(subject) for rule in rules):
+        return subject + "; ".join(rule.removeprefix(subject) for rule in rules) + "."
+    return "; ".join(rules) + "."
 
 
 class ThrottledLoginMixin:

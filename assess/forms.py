@@ -13,12 +13,10 @@ import re
 
 from django import forms
 from django.contrib.auth import get_user_model
-from django.contrib.auth.password_validation import (
-    get_default_password_validators,
-    validate_password,
-)
+from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 
+from accounts.forms import password_rules
 from assess.models import Assignment
 from campaigns.models import Assessor, Campaign, Membership, Topic
 from pooling.models import Pool
@@ -107,13 +105,10 @@ class CreateAssessorForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.campaign = campaign
         self.fields["username"].widget.attrs["autocomplete"] = "off"
-        rules = [
-            validator.get_help_text().rstrip(".") for validator in get_default_password_validators()
-        ]
         self.fields["password"].help_text = (
             "Leave empty to get a one-time link to give them instead. A password typed here must "
-            "be replaced at their first login" + (": " + "; ".join(rules) + "." if rules else ".")
-        )
+            f"be replaced at their first login. {password_rules()}"
+        ).strip()
 
     def clean_username(self) -> str:
         username = self.cleaned_data["username"].strip()
