@@ -4,6 +4,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 POOLJUDGE_DATA_DIR=/data
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY pooljudge ./pooljudge
+COPY accounts ./accounts
 COPY campaigns ./campaigns
 COPY pooling ./pooling
 COPY assess ./assess

@@ -13,12 +13,10 @@ import re
 
 from django import forms
 from django.contrib.auth import get_user_model
-from django.contrib.auth.password_validation import (
-    get_default_password_validators,
-    validate_password,
-)
+from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 
+from accounts.forms import password_rules
 from assess.models import Assignment
 from campaigns.models import Assessor, Campaign, Membership, Topic
 from pooling.models import Pool
@@ -91,13 +89,15 @@ def _name_taken(campaign: Campaign, username: str, user=None) -> bool:
 
 
 class CreateAssessorForm(forms.Form):
-    """A new login that joins the campaign as an assessor."""
+    """A new login that joins the campaign as an assessor: with a temporary password its owner
+    replaces at the first login, or with none and a one-time link to hand over."""
 
     username = forms.CharField(max_length=150, help_text="Letters, digits and @ . + - _ only.")
     password = forms.CharField(
         widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
         strip=False,
-        help_text="Give it to the assessor yourself. Checked by the site's password rules.",
+        required=False,
+        label="Temporary password (optional)",
     )
     email = forms.EmailField(required=False, label="Email (optional)")
 
@@ -105,13 +105,10 @@ class CreateAssessorForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.campaign = campaign
         self.fields["username"].widget.attrs["autocomplete"] = "off"
-        rules = [
-            validator.get_help_text().rstrip(".") for validator in get_default_password_validators()
-        ]
-        if rules:
-            self.fields["password"].help_text = (
-                "Give it to the assessor yourself. " + "; ".join(rules) + "."
-            )
+        self.fields["password"].help_text = (
+            "Leave empty to get a one-time link to give them instead. A password typed here must "
+            f"be replaced at their first login. {password_rules()}"
+        ).strip()
 
     def clean_username(self) -> str:
         username = self.cleaned_data["username"].strip()

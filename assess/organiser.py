@@ -9,6 +9,8 @@ The progress page's ``live`` partial polls itself while work is open.
 
 from __future__ import annotations
 
+import logging
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -22,6 +24,8 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseStopPolling
 
+from accounts.models import Account
+from accounts.passwords import OneTimeLink, one_time_link
 from assess import dashboard as dash
 from assess.assignments import AssignmentError, assign, end_assignment, reassign_topic, rebalance
 from assess.forms import (
@@ -34,9 +38,16 @@ from assess.forms import (
 from assess.models import Assignment, AssignmentItem
 from assess.plots import judgments_over_time
 from campaigns.access import get_campaign_for
-from campaigns.members import add_member, create_user
+from campaigns.members import (
+    add_member,
+    create_user,
+    enrolment_refusal,
+    password_link_refusals,
+)
 from campaigns.models import Assessor, Campaign, Judgment, Membership
 from pooling.models import Pool
+
+log = logging.getLogger("pooljudge.accounts")
 
 WORKSPACE = "assess/organiser/assessors.html"
 PROGRESS = "assess/organiser/progress.html"
@@ -79,9 +90,16 @@ def _page_url(campaign: Campaign, pool: Pool | None) -> str:
 # --- The Assessors page ---------------------------------------------------------------------------
 
 
-def _member_rows(campaign: Campaign) -> list[dict]:
-    """Everyone in the campaign, with their active assignments and how far each has come."""
+def _member_rows(campaign: Campaign, viewer) -> list[dict]:
+    """Everyone in the campaign, with their active assignments, how far each has come, and
+    whether ``viewer`` may hand them a one-time password link."""
     memberships = list(campaign.memberships.select_related("user"))
+    refusals = password_link_refusals(issuer=viewer, users=[m.user for m in memberships])
+    pending = set(
+        Account.objects.filter(
+            user__in=[m.user_id for m in memberships], password_changed_at__isnull=True
+        ).values_list("user_id", flat=True)
+    )
     identities = {
         a.user_id: a for a in Assessor.objects.filter(campaign=campaign, user__isnull=False)
     }
@@ -119,6 +137,8 @@ def _member_rows(campaign: Campaign) -> list[dict]:
                 "is_assessor": membership.role == Membership.Role.ASSESSOR,
                 "assignments": by_assessor.get(assessor.pk, []) if assessor else [],
                 "judged": judged.get(assessor.pk, 0) if assessor else 0,
+                "link_refusal": refusals[membership.user_id],
+                "pending": membership.user_id in pending,
             }
         )
     return rows
@@ -157,12 +177,21 @@ def _grid(campaign: Campaign, pool: Pool) -> dict:
     }
 
 
-def _workspace_context(request: HttpRequest, campaign: Campaign, pool: Pool | None, **forms):
+def _workspace_context(
+    request: HttpRequest,
+    campaign: Campaign,
+    pool: Pool | None,
+    *,
+    link: tuple[object, OneTimeLink] | None = None,
+    **forms,
+):
     context = {
         "campaign": campaign,
         "pool": pool,
         "pools": _built_pools(campaign),
-        "members": _member_rows(campaign),
+        "members": _member_rows(campaign, request.user),
+        # A one-time password link just made: shown in this response only, never stored.
+        "link": link,
         "create_form": forms.get("create_form") or CreateAssessorForm(campaign=campaign),
         "add_form": forms.get("add_form") or AddMemberForm(campaign=campaign),
         "is_htmx": _wants_fragment(request),
@@ -187,10 +216,16 @@ def _wants_fragment(request: HttpRequest) -> bool:
 
 
 def _render_workspace(
-    request: HttpRequest, campaign: Campaign, pool: Pool | None, *, status: int = 200, **forms
+    request: HttpRequest,
+    campaign: Campaign,
+    pool: Pool | None,
+    *,
+    status: int = 200,
+    link: tuple[object, OneTimeLink] | None = None,
+    **forms,
 ) -> HttpResponse:
     template = f"{WORKSPACE}#workspace" if _wants_fragment(request) else WORKSPACE
-    context = _workspace_context(request, campaign, pool, **forms)
+    context = _workspace_context(request, campaign, pool, link=link, **forms)
     return render(request, template, context, status=status)
 
 
@@ -212,10 +247,27 @@ def assessors(request: HttpRequest, slug: str) -> HttpResponse:
     return _render_workspace(request, campaign, pool)
 
 
+def _show_link(
+    request: HttpRequest, campaign: Campaign, pool: Pool | None, user, message: str
+) -> HttpResponse:
+    """The workspace with a fresh one-time link for ``user``. Answered directly, not by a
+    redirect, so that the link is never kept in a message cookie or the session."""
+    link = one_time_link(user, request=request)
+    log.info(
+        "one-time password link issued: username=%r by=%r campaign=%s",
+        user.get_username(),
+        request.user.get_username(),
+        campaign.slug,
+    )
+    messages.success(request, message)
+    return _render_workspace(request, campaign, pool, link=(user, link))
+
+
 @login_required
 @require_POST
 def assessor_create(request: HttpRequest, slug: str) -> HttpResponse:
-    """A new login, added to the campaign as an assessor."""
+    """A new login, added to the campaign as an assessor: with a temporary password (replaced
+    at the first login), or with none and a one-time link to hand over."""
     campaign = get_campaign_for(request, slug)
     pool = _chosen_pool(campaign, request.POST.get("pool"))
     form = CreateAssessorForm(request.POST, campaign=campaign)
@@ -224,7 +276,10 @@ def assessor_create(request: HttpRequest, slug: str) -> HttpResponse:
         try:
             with transaction.atomic():
                 user = create_user(
-                    username=data["username"], password=data["password"], email=data["email"]
+                    username=data["username"],
+                    password=data["password"] or None,
+                    email=data["email"],
+                    by=request.user,
                 )
                 add_member(campaign=campaign, user=user, role=Membership.Role.ASSESSOR)
         except ValidationError as exc:  # a name taken meanwhile, say
@@ -232,14 +287,50 @@ def assessor_create(request: HttpRequest, slug: str) -> HttpResponse:
         except IntegrityError:
             form.add_error("username", "That name was taken a moment ago; choose another.")
         else:
+            name = user.get_username()
+            if not data["password"]:
+                return _show_link(
+                    request,
+                    campaign,
+                    pool,
+                    user,
+                    f"Created the account {name} and added it as an assessor. Give them the "
+                    "link below: with it they choose their password and find their work here.",
+                )
             return _saved(
                 request,
                 campaign,
                 pool,
-                f"Created the account {user.get_username()} and added it as an assessor. "
-                "Give them the password; they sign in and find their work under this campaign.",
+                f"Created the account {name} and added it as an assessor. Give them the "
+                "password: at their first login they must replace it with one of their own.",
             )
     return _render_workspace(request, campaign, pool, status=400, create_form=form)
+
+
+@login_required
+@require_POST
+def member_password_link(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    """A one-time password link for a member who cannot log in (a forgotten password, or an
+    account created without one), if it would give the organiser nothing they cannot already
+    do (``campaigns.members.password_link_refusals``)."""
+    campaign = get_campaign_for(request, slug)
+    membership = campaign.memberships.filter(user_id=pk).select_related("user").first()
+    if membership is None:
+        raise Http404("No such member.")
+    user = membership.user
+    pool = _chosen_pool(campaign, request.POST.get("pool"))
+    refusal = password_link_refusals(issuer=request.user, users=[user])[user.pk]
+    if refusal is not None:
+        messages.error(request, refusal)
+        return _render_workspace(request, campaign, pool, status=400)
+    return _show_link(
+        request,
+        campaign,
+        pool,
+        user,
+        f"A one-time password link for {user.get_username()}: give it to them. Their current "
+        "password keeps working until they use it.",
+    )
 
 
 @login_required
@@ -249,6 +340,10 @@ def member_add(request: HttpRequest, slug: str) -> HttpResponse:
     campaign = get_campaign_for(request, slug)
     pool = _chosen_pool(campaign, request.POST.get("pool"))
     form = AddMemberForm(request.POST, campaign=campaign)
+    if form.is_valid():
+        refusal = enrolment_refusal(issuer=request.user, user=form.cleaned_data["user"])
+        if refusal is not None:
+            form.add_error("username", refusal)
     if form.is_valid():
         user, role = form.cleaned_data["user"], form.cleaned_data["role"]
         add_member(campaign=campaign, user=user, role=role)

@@ -16,6 +16,11 @@ urlpatterns += [
     path("<slug:slug>/assessors/create/", organiser.assessor_create, name="assessor_create"),
     path("<slug:slug>/assessors/add/", organiser.member_add, name="member_add"),
     path(
+        "<slug:slug>/assessors/<int:pk>/password-link/",
+        organiser.member_password_link,
+        name="member_password_link",
+    ),
+    path(
         "<slug:slug>/assessors/pools/<int:version>/assign/",
         organiser.assign_work,
         name="assign",

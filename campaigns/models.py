@@ -8,12 +8,14 @@ been imported (runs and qrels often name documents before the collection arrives
 
 from __future__ import annotations
 
+import functools
 import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models, transaction
 from django.db.models import Q
@@ -32,6 +34,28 @@ slug_validator = RegexValidator(
 
 # Keys the judging screen keeps for navigation; a label cannot take them.
 RESERVED_KEYS = frozenset("?[]/ ")
+
+
+@functools.cache
+def reserved_slugs() -> frozenset[str]:
+    """Every word the site's own addresses under ``/c/`` use (``new``, ``jobs``, ``judge``, …),
+    read from the URL patterns so that a new page reserves its word too. ``/c/new/`` is the
+    new-campaign page, so a campaign called ``new`` could never be opened; the other words are
+    refused as well, so that no later page at ``/c/<word>/`` can hide a campaign."""
+    from django.urls import URLResolver, get_resolver
+
+    words: set[str] = set()
+
+    def visit(patterns: list, prefix: str) -> None:
+        for entry in patterns:
+            route = prefix + str(entry.pattern)
+            if isinstance(entry, URLResolver):
+                visit(entry.url_patterns, route)
+            elif route.startswith("c/"):
+                words.update(part for part in route[2:].split("/") if part and "<" not in part)
+
+    visit(get_resolver().url_patterns, "")
+    return frozenset(words)
 
 
 class Campaign(models.Model):
@@ -54,6 +78,24 @@ class Campaign(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+    def clean(self) -> None:
+        super().clean()
+        if self.slug == "new":
+            raise ValidationError(
+                {
+                    "slug": "“new” is reserved: /c/new/ is the page that creates campaigns, so a "
+                    "campaign called new could never be opened. Choose another slug."
+                }
+            )
+        if self.slug in reserved_slugs():
+            raise ValidationError(
+                {
+                    "slug": f"“{self.slug}” is reserved: Pooljudge's own addresses under /c/ use "
+                    "that word, so a campaign with it could become unreachable. Choose another "
+                    "slug."
+                }
+            )
 
     def current_rubric(self) -> RubricVersion | None:
         return self.rubric_versions.order_by("-number").first()

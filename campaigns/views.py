@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
+from accounts.redirects import safe_next
 from campaigns import jobs
 from campaigns.access import ASSESSOR, ORGANISER, get_campaign_for
 from campaigns.forms import CampaignForm, ImportForm, LabelFormSet, RubricMetaForm
@@ -259,7 +260,7 @@ def job_cancel(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     _campaign, job = _get_job(request, slug, pk)
     jobs.request_cancel(job)
     messages.info(request, f"Job {job.pk} ({job.kind}): cancellation requested.")
-    return redirect(request.POST.get("next") or reverse("campaigns:jobs", args=[slug]))
+    return redirect(safe_next(request, reverse("campaigns:jobs", args=[slug])))
 
 
 @login_required
@@ -274,4 +275,4 @@ def job_retry(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         messages.warning(
             request, f"Job {job.pk} is {job.get_status_display().lower()}; nothing to retry."
         )
-    return redirect(request.POST.get("next") or reverse("campaigns:jobs", args=[slug]))
+    return redirect(safe_next(request, reverse("campaigns:jobs", args=[slug])))

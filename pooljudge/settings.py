@@ -42,7 +42,8 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # Django's admin, with the throttled login form (accounts/admin.py).
+    "accounts.apps.PooljudgeAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -52,6 +53,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "csp",
+    "accounts",
     "campaigns",
     "pooling",
     "assess",
@@ -64,13 +66,15 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
-    "pooljudge.middleware.SessionIdleTimeoutMiddleware",
+    "pooljudge.middleware.SessionLifetimeMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "pooljudge.middleware.PrivatePagesMiddleware",
+    "accounts.middleware.PasswordChangeRequiredMiddleware",
     "csp.middleware.CSPMiddleware",
 ]
 
@@ -120,6 +124,24 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+# Django's backend, refusing throttled usernames and addresses before any password is checked.
+AUTHENTICATION_BACKENDS = ["accounts.backends.ThrottledModelBackend"]
+
+# Login throttling (accounts/throttle.py, docs/security.md): this many failed logins within the
+# window lock a username, or a client address, until the window holds fewer again. Counted in the
+# database, so every web process and machine shares the counts.
+LOGIN_FAILURES_PER_ACCOUNT = env_int("LOGIN_FAILURES_PER_ACCOUNT", 5)
+LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 50)
+LOGIN_FAILURE_WINDOW_SECONDS = env_int("LOGIN_FAILURE_WINDOW_SECONDS", 15 * 60)
+if LOGIN_FAILURE_WINDOW_SECONDS <= 0:
+    raise ImproperlyConfigured("LOGIN_FAILURE_WINDOW_SECONDS must be positive")
+
+# One-time password links (an organiser's hand-over link, the reset e-mail) work once and for
+# this long.
+PASSWORD_RESET_TIMEOUT = env_int("PASSWORD_RESET_SECONDS", 3 * 24 * 3600)
+# The site's address for links printed by commands (`add_member --create` without --password,
+# `reset_link`), which have no request to take it from; pages use the request's.
+SITE_URL = env_str("SITE_URL")
 
 LANGUAGE_CODE = "en"
 TIME_ZONE = "UTC"
@@ -150,6 +172,22 @@ POOLJUDGE_MAX_UPLOAD_BYTES = env_int("POOLJUDGE_MAX_UPLOAD_BYTES", 1024 * 1024 *
 # Decompressed bytes allowed per compressed byte, against gzip bombs.
 POOLJUDGE_MAX_GZIP_RATIO = env_int("POOLJUDGE_MAX_GZIP_RATIO", 200)
 
+# E-mail: only with EMAIL_HOST set can the site send reset links itself; without it, people get a
+# one-time link from an organiser (or an administrator's `manage.py reset_link`).
+EMAIL_HOST = env_str("EMAIL_HOST")
+PASSWORD_RESET_BY_EMAIL = EMAIL_HOST is not None
+if EMAIL_HOST is not None:
+    EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    EMAIL_PORT = env_int("EMAIL_PORT", 587)
+    EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+    EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+    EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", EMAIL_PORT == 587)
+    EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", EMAIL_PORT == 465)
+    EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10)
+else:
+    EMAIL_BACKEND = "django.core.mail.backends.dummy.EmailBackend"
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "pooljudge@localhost")
+
 # --- Security -----------------------------------------------------------------------------------
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
@@ -163,6 +201,11 @@ CSRF_COOKIE_SAMESITE = "Lax"
 SESSION_COOKIE_AGE = env_int("SESSION_IDLE_SECONDS", 8 * 3600)
 SESSION_REFRESH_SECONDS = env_int("SESSION_REFRESH_SECONDS", 300)
 SESSION_SAVE_EVERY_REQUEST = False
+# Absolute lifetime: however active, a login ends this long after it began (12 hours: NIST SP
+# 800-63B's reauthentication interval at AAL2; an assessor logs in once a working day).
+SESSION_ABSOLUTE_SECONDS = env_int("SESSION_ABSOLUTE_SECONDS", 12 * 3600)
+if SESSION_ABSOLUTE_SECONDS <= 0:
+    raise ImproperlyConfigured("SESSION_ABSOLUTE_SECONDS must be positive")
 if not DEBUG:
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
     SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
@@ -173,6 +216,13 @@ if not DEBUG:
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
     SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", True)
+# Proxies in front of the application that append the client's address to X-Forwarded-For: the
+# login throttle counts the address the outermost of them saw. 0 means REMOTE_ADDR is the
+# client (the embedded server, or gunicorn exposed directly).
+TRUSTED_PROXY_COUNT = env_int(
+    "TRUSTED_PROXY_COUNT",
+    1 if not DEBUG and env_bool("BEHIND_TLS_PROXY", True) else 0,
+)
 
 # No inline scripts or styles anywhere; documents are untrusted HTML.
 CONTENT_SECURITY_POLICY = {

@@ -109,6 +109,12 @@ def test_an_organiser_sets_up_gives_out_work_and_watches_it_move(live_server, lo
     ada = get_user_model().objects.get(username="ada")
     judge = login(ada)
     judge.goto(f"{base}/c/docs/judge/")
+    # The organiser typed her password: she replaces it before anything else, then goes on.
+    judge.wait_for_selector("h1:has-text('Choose your own password')")
+    judge.fill("#id_new_password1", "adas-own-passphrase")
+    judge.fill("#id_new_password2", "adas-own-passphrase")
+    judge.click("button.primary")
+    judge.wait_for_url(f"{base}/c/docs/judge/")
     judge.click("text=Start judging")
     judge.wait_for_selector("#judge[data-item]")
     for key in "120":

@@ -33,6 +33,7 @@ from django.apps import apps
 from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
+from django.contrib.auth.tokens import default_token_generator
 from django.contrib.contenttypes.models import ContentType
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection, transaction
@@ -40,6 +41,8 @@ from django.http import HttpResponseBase
 from django.urls import URLPattern, URLResolver, get_resolver, resolve, reverse
 from django.urls.resolvers import RegexPattern, RoutePattern
 from django.utils import timezone
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
 
 from assess.assignments import assign
 from assess.judging import next_item, submit
@@ -425,6 +428,7 @@ FILL: dict[str, Fill] = {
     "assess:move": lambda s: {"": ({"version": s.pool.version}, None)},
     "assess:rebalance": lambda s: {"": ({"version": s.pool.version}, None)},
     "assess:assignment_end": lambda s: {"": ({"pk": s.assignments["first"].pk}, None)},
+    "assess:member_password_link": lambda s: {"": ({"pk": s.first.pk}, None)},
     "qrels:export_download": lambda s: {"": ({"pk": s.export.pk}, None)},
     "qrels:export_readme": lambda s: {"": ({"pk": s.export.pk}, None)},
     "qrels:agreement_pair": lambda s: {
@@ -432,6 +436,17 @@ FILL: dict[str, Fill] = {
     },
     "qrels:evaluation_run": lambda s: {"": ({"pk": s.runs[0].pk}, None)},
     "qrels:report_job_status": lambda s: {"": ({"pk": s.report_job.pk}, None)},
+}
+
+
+# Site pages (no campaign in the URL) whose patterns still take values: URL name -> kwargs.
+SITE_FILL: dict[str, Callable[[World], dict[str, Any]]] = {
+    # A real one-time link of the outsider (spent once a cell logs them in: then it is the
+    # "link does not work" page, which every role may see too).
+    "password_reset_confirm": lambda w: {
+        "uidb64": urlsafe_base64_encode(force_bytes(w.users["outsider"].pk)),
+        "token": default_token_generator.make_token(w.users["outsider"]),
+    },
 }
 
 
@@ -488,6 +503,8 @@ def targets_for(route: Route, world: World) -> list[Target]:
         return [Target(route, build_url(route, _admin_kwargs(route, world)), None, True, None, "")]
     if not route.kwargs:
         return [Target(route, build_url(route, {}), None, True, None, "")]
+    if route.key in SITE_FILL:
+        return [Target(route, build_url(route, SITE_FILL[route.key](world)), None, True, None, "")]
     if "slug" not in route.kwargs or (set(route.kwargs) != {"slug"} and route.key not in FILL):
         raise KeyError(f"{route.key}: add a FILL entry giving real ids for {route.kwargs}")
     fill = FILL.get(route.key, lambda s: {"": ({}, None)})
@@ -675,9 +692,14 @@ def _is_deletion(morsel: Morsel) -> bool:
     return not morsel.value and (morsel["max-age"] in (0, "0") or "1970" in morsel["expires"])
 
 
-def header_problems(response: HttpResponseBase) -> list[str]:
-    """What ``response`` lacks of the deployed security headers and cookie flags."""
+def header_problems(response: HttpResponseBase, *, logged_in: bool) -> list[str]:
+    """What ``response`` lacks of the deployed security headers and cookie flags; a response to
+    a logged-in user must also forbid storing it (``Cache-Control: no-store, private``)."""
     problems = []
+    if logged_in:
+        directives = {d.strip().lower() for d in response.get("Cache-Control", "").split(",")}
+        if not {"no-store", "private"} <= directives:
+            problems.append(f"logged in, but Cache-Control is {response.get('Cache-Control')!r}")
     csp = response.get("Content-Security-Policy")
     if not csp:
         problems.append("no Content-Security-Policy")
@@ -725,45 +747,55 @@ def test_every_response_carries_the_security_headers_and_safe_cookies(world):
     clients["superuser"].force_login(world.superuser)
     failures: list[str] = []
     cookies: set[str] = set()
-    checked = 0
+    checked = private = 0
     exercised: set[str] = set()
 
-    def check(response: HttpResponseBase | None, what: str, error: str = "") -> None:
-        nonlocal checked
+    def check(
+        response: HttpResponseBase | None, what: str, error: str = "", *, logged_in: bool
+    ) -> None:
+        nonlocal checked, private
         if response is None:
             failures.append(f"{what}: raised {error}")
             return
         checked += 1
+        private += logged_in
         cookies.update(n for n, m in response.cookies.items() if not _is_deletion(m))
-        failures.extend(f"{what}: {problem}" for problem in header_problems(response))
+        problems = header_problems(response, logged_in=logged_in)
+        failures.extend(f"{what}: {problem}" for problem in problems)
 
     for target in targets:
         # The superuser sees the admin pages themselves, not only the redirect to its login.
         who = ("anonymous", "organiser") + (("superuser",) if target.route.is_admin else ())
         for role in who:
             outcome = send(clients[role], "GET", target.url)
-            check(outcome.response, f"GET {target} as {role}", outcome.error)
+            logged_in = role != "anonymous"
+            check(outcome.response, f"GET {target} as {role}", outcome.error, logged_in=logged_in)
             exercised.add(target.route.route)
         if not target.route.is_admin and target.side == "own":
             # htmx requests get fragments and polling answers (204, 286) from other code paths.
             outcome = send(clients["organiser"], "GET", target.url, HTTP_HX_REQUEST="true")
-            check(outcome.response, f"GET {target} as organiser (htmx)", outcome.error)
+            what = f"GET {target} as organiser (htmx)"
+            check(outcome.response, what, outcome.error, logged_in=True)
 
     # The responses that set cookies for real: the login form, logging in, a message after a
     # POST, logging out.
     browser = HttpsClient(enforce_csrf_checks=True)
     page = browser.get(reverse("login"))
-    check(page, "GET login (fresh visitor)")
+    check(page, "GET login (fresh visitor)", logged_in=False)
     token = page.cookies[django_settings.CSRF_COOKIE_NAME].value
     steps = [
-        (reverse("login"), {"username": world.users["organiser"].username, "password": PASSWORD}),
-        (reverse("campaigns:job_retry", args=[world.own.slug, world.own.job.pk]), {}),
-        (reverse("logout"), {}),
+        (
+            reverse("login"),
+            {"username": world.users["organiser"].username, "password": PASSWORD},
+            True,
+        ),
+        (reverse("campaigns:job_retry", args=[world.own.slug, world.own.job.pk]), {}, True),
+        (reverse("logout"), {}, False),
     ]
-    for url, data in steps:
+    for url, data, logged_in in steps:
         response = browser.post(url, {**data, "csrfmiddlewaretoken": token})
         assert response.status_code == 302, (url, response.status_code)
-        check(response, f"POST {url}")
+        check(response, f"POST {url}", logged_in=logged_in)
         token = browser.cookies[django_settings.CSRF_COOKIE_NAME].value
 
     assert_coverage(routes, exercised)
@@ -777,7 +809,8 @@ def test_every_response_carries_the_security_headers_and_safe_cookies(world):
     )
     print(
         f"\nheaders: {checked} responses checked over {len(routes)} URL patterns "
-        f"({len(targets)} URLs), cookies {sorted(cookies)}, {len(failures)} failures"
+        f"({len(targets)} URLs), {private} of them to a logged-in user (no-store, private), "
+        f"cookies {sorted(cookies)}, {len(failures)} failures"
     )
     assert not failures, "\n".join(failures[:80])
 
@@ -800,6 +833,10 @@ POLICY: dict[str, tuple[str, str]] = {
     "healthz": ("everyone", "nobody"),
     "login": ("everyone", "everyone"),
     "logout": ("nobody", "everyone"),  # Django 5's LogoutView: POST only
+    "password_change": ("users", "users"),
+    "password_reset": ("everyone", "everyone"),
+    "password_reset_done": ("everyone", "nobody"),
+    "password_reset_confirm": ("everyone", "everyone"),
     "admin:login": ("everyone", "everyone"),  # the form; no role is staff, so nobody gets in
     "campaigns:create": ("creators", "creators"),
     "campaigns:detail": ("members", "members"),
@@ -824,6 +861,7 @@ POLICY: dict[str, tuple[str, str]] = {
     "assess:assessors": ("organisers", "nobody"),
     "assess:assessor_create": ("nobody", "organisers"),
     "assess:member_add": ("nobody", "organisers"),
+    "assess:member_password_link": ("nobody", "organisers"),
     "assess:assign": ("nobody", "organisers"),
     "assess:move": ("nobody", "organisers"),
     "assess:rebalance": ("nobody", "organisers"),
@@ -947,6 +985,11 @@ def _own_credentials(world: World, side: Side, role: str) -> dict[str, Any]:
 # allowed POST is seen to succeed, not merely to fail validation. Other URLs get an empty POST.
 PAYLOADS: dict[str, Callable[[World, Side, str], dict[str, Any]]] = {
     "login": _own_credentials,
+    "password_change": lambda w, s, r: {
+        "old_password": PASSWORD,
+        "new_password1": "a-new-long-passphrase",
+        "new_password2": "a-new-long-passphrase",
+    },
     "admin:login": _own_credentials,
     "campaigns:create": lambda w, s, r: {
         "title": "A new campaign",

@@ -1,5 +1,7 @@
-"""Sessions (ASVS V7): login rotates the id, logout and deactivation end the session, and an idle
-session expires while an active one is extended without a write per request."""
+"""Sessions (ASVS V7): login rotates the id, logout and deactivation end the session, an idle
+session expires while an active one is extended without a write per request, every session ends
+at its absolute lifetime however active, and no page of a logged-in user is stored by a browser
+or a proxy."""
 
 from __future__ import annotations
 
@@ -84,3 +86,57 @@ def test_an_active_session_is_extended_at_most_once_per_refresh_interval(client,
     session.save()
     client.get(reverse("home"))
     assert Session.objects.get(session_key=key).expire_date > first
+
+
+def _age_login(key: str, seconds: int) -> None:
+    """Move the session's login time ``seconds`` into the past."""
+    from pooljudge.middleware import LOGIN_AT
+
+    session = Session.objects.get(session_key=key)
+    data = session.get_decoded()
+    data[LOGIN_AT] -= seconds
+    session.session_data = Session.objects.encode(data)
+    session.save()
+
+
+def test_an_absolute_lifetime_is_configured_beside_the_idle_timeout():
+    assert 0 < settings.SESSION_ABSOLUTE_SECONDS <= 7 * 24 * 3600
+    assert settings.SESSION_ABSOLUTE_SECONDS >= settings.SESSION_COOKIE_AGE
+
+
+def test_a_session_ends_at_its_absolute_lifetime_however_active(client, organiser, settings):
+    settings.SESSION_REFRESH_SECONDS = 0  # every request counts as activity and is saved
+    key = _login(client, organiser)
+    _age_login(key, settings.SESSION_ABSOLUTE_SECONDS - 60)
+    assert client.get(reverse("home")).status_code == 200  # a minute left: still in
+    _age_login(key, 61)
+    response = client.get(reverse("home"))
+    assert response.status_code == 302
+    assert "/accounts/login/" in response["Location"]
+    assert not Session.objects.filter(session_key=key).exists()
+    page = client.get(response["Location"]).content.decode()
+    assert "a login lasts at most 12 hours" in page
+    assert "lasts at most" not in client.get(reverse("login")).content.decode()  # said once
+    assert _as_old_cookie(key).get(reverse("home")).status_code == 302
+
+
+def test_logging_in_again_starts_a_new_lifetime(client, organiser, settings):
+    key = _login(client, organiser)
+    _age_login(key, settings.SESSION_ABSOLUTE_SECONDS + 1)
+    assert client.get(reverse("home")).status_code == 302
+    _login(client, organiser)
+    assert client.get(reverse("home")).status_code == 200
+
+
+def test_pages_of_a_logged_in_user_are_never_stored(client, organiser, campaign):
+    client.force_login(organiser)
+    for path, extra in (
+        (reverse("home"), {}),
+        (reverse("campaigns:detail", args=[campaign.slug]), {}),
+        (reverse("campaigns:jobs", args=[campaign.slug]), {"HTTP_HX_REQUEST": "true"}),
+        (reverse("assess:progress", args=[campaign.slug]) + "?format=csv", {}),
+        ("/c/no-such-campaign/", {}),
+    ):
+        response = client.get(path, **extra)
+        directives = {d.strip() for d in response.get("Cache-Control", "").split(",")}
+        assert {"no-store", "private"} <= directives, (path, response.get("Cache-Control"))

@@ -16,16 +16,22 @@ from django.contrib.auth.models import Permission
 from django.core.management.base import BaseCommand, CommandError
 
 ACCOUNTS_FILE = "local-accounts.json"
+CHANGED_BY_OWNER = "(changed by its owner)"
 
 
 def ensure_account(username: str, *, can_create_campaigns: bool = False) -> tuple[object, str]:
-    """The local account ``username`` and its password, creating both on first use."""
+    """The local account ``username`` and its password, creating both on first use (or
+    CHANGED_BY_OWNER once its owner has chosen another password)."""
     path = settings.DATA_DIR / ACCOUNTS_FILE
     stored = json.loads(path.read_text()) if path.exists() else {}
     User = get_user_model()
     user = User.objects.filter(username=username).first()
     password = stored.get(username)
-    if user is None or password is None or not user.check_password(password):
+    if user is not None and password is not None and not user.check_password(password):
+        # Its owner has changed it since (the Password page): theirs now, neither printed nor
+        # set back.
+        password = CHANGED_BY_OWNER
+    elif user is None or password is None:
         if user is not None and password is None:
             raise CommandError(
                 f"User {username!r} exists but its password is not in {path}; "
