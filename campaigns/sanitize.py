@@ -116,12 +116,13 @@ def _indent(line: str) -> int:
 
 def _is_code(lines: list[str]) -> bool:
     """Source code, an interpreter session or an aligned table: indented as a whole (four spaces
-    or more, as Markdown and reStructuredText mark code), a ``>>>`` prompt, or columns lined up
-    with runs of spaces on most lines."""
+    or more, as Markdown and reStructuredText mark code; not a list), a ``>>>`` prompt, or
+    columns lined up with runs of spaces on most lines."""
     if lines[0].lstrip().startswith(">>>"):
         return True
     if all(_indent(line) >= 4 for line in lines):
-        return True
+        # An indented list is still a list, not code.
+        return not all(_LIST_ITEM.match(line.strip()) for line in lines)
     aligned = sum(1 for line in lines if _COLUMN_GAP.search(line.strip()))
     return len(lines) >= 3 and aligned * 3 >= len(lines) * 2
 

@@ -61,6 +61,13 @@ def test_short_lines_and_list_items_keep_their_line_breaks():
     )
 
 
+def test_an_indented_list_is_a_list_not_code():
+    text = "It:\n\n    - handles optional arguments\n    - produces usage messages"
+    assert render_plain_text(text) == (
+        "<p>It:</p><p>- handles optional arguments<br>- produces usage messages</p>"
+    )
+
+
 def test_lines_longer_than_any_wrap_column_are_paragraphs_of_their_own():
     first, second = "word " * 40, "more " * 40
     assert render_plain_text(f"{first}\n{second}") == (
