@@ -65,27 +65,30 @@ _RAW_TEXT = re.compile(r"<(script|style|textarea|title)\b", re.I)
 
 @dataclass(frozen=True)
 class Terms:
-    """The terms of a topic, and the compiled pattern that finds them."""
+    """The terms of a topic, the compiled pattern that finds them, and the lower-case stem each
+    match begins with (a fast test of where a match can be)."""
 
     words: tuple[str, ...]
     pattern: re.Pattern[str] | None
+    stems: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
         return self.pattern is not None
 
 
-def _forms(word: str) -> str:
-    """A pattern matching ``word`` (lower case) in singular and simple plural forms."""
+def _forms(word: str) -> tuple[str, str]:
+    """The stem of ``word`` (lower case) and a pattern matching it in singular and simple plural
+    forms."""
     vowels = "aeiou"
     if word.endswith("ies") and len(word) > 4:
-        return re.escape(word[:-3]) + "(?:y|ies)"
+        return word[:-3], "(?:y|ies)"
     if word.endswith("y") and len(word) > 3 and word[-2] not in vowels:
-        return re.escape(word[:-1]) + "(?:y|ies)"
+        return word[:-1], "(?:y|ies)"
     if word.endswith("es") and word[:-2].endswith(("s", "x", "z", "ch", "sh")):
-        return re.escape(word[:-2]) + "(?:es)?"
+        return word[:-2], "(?:es)?"
     if word.endswith("s") and not word.endswith(("ss", "us", "is")) and len(word) > 3:
-        return re.escape(word[:-1]) + "(?:s|es)?"
-    return re.escape(word) + "(?:s|es)?"
+        return word[:-1], "(?:s|es)?"
+    return word, "(?:s|es)?"
 
 
 def extract_terms(*texts: str) -> tuple[str, ...]:
@@ -93,7 +96,7 @@ def extract_terms(*texts: str) -> tuple[str, ...]:
     seen: dict[str, None] = {}
     for text in texts:
         for match in _WORD.finditer(text or ""):
-            word = match.group().lower().replace("\u2019", "'")
+            word = match.group().lower().replace("\u2019", "'").removesuffix("'s")
             if len(word) < MIN_TERM_LENGTH or word in STOPWORDS or word.isdigit():
                 continue
             seen.setdefault(word, None)
@@ -109,12 +112,13 @@ def topic_terms(title: str, description: str = "") -> Terms:
     words = extract_terms(title, description)
     if not words:
         return Terms((), None)
+    forms = {_forms(word) for word in words}
     # Longest first, so that of two forms sharing a beginning the longer one is tried first.
-    forms = sorted({_forms(word) for word in words}, key=len, reverse=True)
+    alternatives = sorted((re.escape(stem) + ending for stem, ending in forms), key=len)[::-1]
     # The look-ahead on first letters rejects most positions at once: half the time on 1 MB.
     firsts = "".join(sorted({re.escape(word[0]) for word in words}))
-    pattern = re.compile(rf"\b(?=[{firsts}])(?:{'|'.join(forms)})\b", re.IGNORECASE)
-    return Terms(words, pattern)
+    pattern = re.compile(rf"\b(?=[{firsts}])(?:{'|'.join(alternatives)})\b", re.IGNORECASE)
+    return Terms(words, pattern, tuple(sorted({stem for stem, _ in forms})))
 
 
 def highlight_html(
@@ -125,6 +129,15 @@ def highlight_html(
     if not terms or not safe_html:
         return safe_html
     pattern = terms.pattern
+    stems = terms.stems
+    # A text segment where no stem occurs (a C-speed substring search, case-insensitive through
+    # the lower-cased copy) holds no term, and is copied without a regex search. Lower-casing
+    # can change the length of some non-ASCII text: then every segment is searched.
+    lowered = safe_html.lower()
+    if len(lowered) != len(safe_html):
+        lowered = None
+    elif not any(stem in lowered for stem in stems):
+        return safe_html
     out: list[str] = []
     marks = 0
     scanned = 0
@@ -136,7 +149,10 @@ def highlight_html(
             break
         tag = _TAG.search(safe_html, position)
         end = tag.start() if tag else length
-        if end > position:
+        if end > position and lowered is not None and not _holds(lowered, stems, position, end):
+            out.append(safe_html[position:end])
+            scanned += end - position
+        elif end > position:
             segment = safe_html[position:end]
             marked, count = _mark_text(segment, pattern, max_marks - marks, max_scan - scanned)
             scanned += len(segment)
@@ -156,11 +172,22 @@ def highlight_html(
     return "".join(out)
 
 
+def _holds(lowered: str, stems: tuple[str, ...], start: int, end: int) -> bool:
+    return any(lowered.find(stem, start, end) >= 0 for stem in stems)
+
+
 def _mark_text(segment: str, pattern: re.Pattern[str], budget: int, scan: int) -> tuple[str, int]:
     """A text segment (HTML-escaped text, no tags) with at most ``budget`` terms marked in about
     its first ``scan`` characters, and how many were. Unchanged, byte for byte, when it holds no
     term."""
-    text = html.unescape(segment) if "&" in segment else segment
+    if "&" in segment:
+        if pattern.search(segment) is None:
+            # The sanitiser writes only &amp; &lt; &gt; &quot; and &nbsp; as references (never a
+            # letter), so decoding cannot make a term where there was none.
+            return segment, 0
+        text = html.unescape(segment)
+    else:
+        text = segment
     stop = len(text)
     if scan < stop:
         # End the search between words, so that no word is cut into a false match.

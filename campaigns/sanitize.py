@@ -105,9 +105,16 @@ FULL_LINE = 0.6
 _LIST_ITEM = re.compile(
     r"(?:[-*+\u2022\u2013]|\d{1,3}[.)]|[a-z][.)]|:[^:\s][^:]*:|[A-Z][A-Za-z]{1,20}:)\s"
 )
-_SENTENCE_END = re.compile(r"[.?!:;]['\")\]]?$")
 _COLUMN_GAP = re.compile(r"\S {3,}\S")
-_HYPHENATED = re.compile(r"[^\W\d_]-$")
+
+
+def _ends_sentence(line: str) -> bool:
+    return line.rstrip("'\")]")[-1:] in {".", "?", "!", ":", ";"}
+
+
+def _hyphenated(line: str) -> bool:
+    """Ends with a letter and a hyphen: a word broken at the wrap ("boundary-" / "layer")."""
+    return line.endswith("-") and line[-2:-1].isalpha()
 
 
 def _indent(line: str) -> int:
@@ -120,10 +127,10 @@ def _is_code(lines: list[str]) -> bool:
     columns lined up with runs of spaces on most lines."""
     if lines[0].lstrip().startswith(">>>"):
         return True
-    if all(_indent(line) >= 4 for line in lines):
+    if all(line.startswith("    ") for line in lines):
         # An indented list is still a list, not code.
         return not all(_LIST_ITEM.match(line.strip()) for line in lines)
-    aligned = sum(1 for line in lines if _COLUMN_GAP.search(line.strip()))
+    aligned = sum(1 for line in lines if "   " in line and _COLUMN_GAP.search(line.strip()))
     return len(lines) >= 3 and aligned * 3 >= len(lines) * 2
 
 
@@ -145,7 +152,7 @@ def _prose(lines: list[str]) -> str:
         text = line.strip()
         item = _LIST_ITEM.match(text) is not None
         indented = _indent(line) > margin
-        ends_sentence = _SENTENCE_END.search(previous) is not None
+        ends_sentence = _ends_sentence(previous)
         short = len(previous) < FULL_LINE * column
         # A paragraph ends with a sentence that stops short of the wrap column, or before an
         # indented line (unless that line is a hanging indent continuing a sentence).
@@ -156,7 +163,7 @@ def _prose(lines: list[str]) -> str:
             paragraphs[-1].append([text])
         elif paragraph_ends:
             paragraphs.append([[text]])
-        elif _HYPHENATED.search(previous) and text[:1].islower():
+        elif _hyphenated(previous) and text[:1].islower():
             pieces = paragraphs[-1][-1]
             pieces[-1] += text
         else:
