@@ -12,12 +12,11 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 
 from assess.assignments import assign
-from assess.judging import next_item, open_items, submit
+from assess.judging import next_item, open_items
 from assess.models import Skip
 from assess.revise import topic_links
-from campaigns.judgments import Timing
 from campaigns.models import Judgment, JudgmentRevision, Label
-from tests.factories import small_campaign
+from tests.factories import judge, small_campaign
 
 pytestmark = pytest.mark.django_db
 
@@ -41,19 +40,6 @@ def setup(campaign, assessor_a, assessor_b):
 
 def _url(name, assignment, *extra) -> str:
     return reverse(f"assess:{name}", args=[assignment.campaign.slug, assignment.token, *extra])
-
-
-def _judge(item, label: int, note: str = ""):
-    item.refresh_from_db()
-    return submit(
-        item=item,
-        label=label,
-        rubric_version=item.assignment.campaign.current_rubric(),
-        submission_id=uuid.uuid4(),
-        expected_version=item.judgment.version if item.judgment else 0,
-        timing=Timing(),
-        note=note,
-    )
 
 
 def _warm(client) -> None:
@@ -128,7 +114,7 @@ class TestSkip:
         client.force_login(assessor_a)
         a = setup["a"]
         first = next_item(a)
-        _judge(first, 1)
+        judge(first, 1)
         response = client.post(_url("skip", a, first.token), follow=True)
         assert "judged already" in response.content.decode()
         assert not Skip.objects.exists()
@@ -148,7 +134,7 @@ class TestSkip:
         b = setup["b"]
         items = list(b.items.order_by("position"))
         for item in items[:-1]:
-            _judge(item, 0)
+            judge(item, 0)
         response = client.post(_url("skip", b, items[-1].token), follow=True)
         assert response.redirect_chain[0][0] == _url("judge", b, items[-1].token)
         assert "last document left to judge" in response.content.decode()
@@ -185,7 +171,7 @@ class TestNext:
         b = setup["b"]
         items = list(b.items.order_by("position"))
         for item in items[1:]:
-            _judge(item, 0)
+            judge(item, 0)
         response = client.get(_url("next", b, items[0].token), follow=True)
         assert response.redirect_chain[0][0] == _url("judge", b, items[0].token)
         assert "No other document is waiting" in response.content.decode()
@@ -197,7 +183,7 @@ class TestNext:
         b = setup["b"]
         items = list(b.items.order_by("position"))
         for item in items:
-            _judge(item, 0)
+            judge(item, 0)
         response = client.get(_url("next", b, items[0].token))
         assert response["Location"] == _url("start", b)
 
@@ -209,8 +195,8 @@ class TestReviseList:
         a = setup["a"]
         topic = setup["topics"][0]
         items = list(a.items.filter(topic=topic).order_by("position"))
-        _judge(items[0], 2, note="MY-OWN-NOTE")
-        _judge(items[1], 0)
+        judge(items[0], 2, note="MY-OWN-NOTE")
+        judge(items[1], 0)
         client.force_login(assessor_a)
         _warm(client)
         url = _url("judged", a, topic.pk)
@@ -237,7 +223,7 @@ class TestReviseList:
             campaign=campaign, pool=pool, user=assessor_a, topics=list(campaign.topics.all())
         )
         for item in work.items.all():
-            _judge(item, 1)
+            judge(item, 1)
         client.force_login(assessor_a)
         _warm(client)
         url = _url("judged", work, work.topics.get().pk)
@@ -254,7 +240,7 @@ class TestReviseList:
         a = setup["a"]
         topic = setup["topics"][0]
         item = a.items.filter(topic=topic).order_by("position").first()
-        _judge(item, 2)
+        judge(item, 2)
         # A later rubric renames the label: the list shows the name the assessor chose.
         rubric = campaign.current_rubric()
         specs = rubric.specs()
@@ -445,7 +431,7 @@ def test_a_blinding_crawl_of_the_flow_pages(client, campaign, assessor_a, assess
     """Everything assessor A reaches through the flow pages: no run, score, rank, stratum, or
     assessor B's labels, notes or name."""
     b_item = next_item(setup["b"])
-    _judge(b_item, 2, note="BOB-PRIVATE-NOTE")
+    judge(b_item, 2, note="BOB-PRIVATE-NOTE")
     client.force_login(assessor_a)
     a = setup["a"]
     seen = []
@@ -456,7 +442,7 @@ def test_a_blinding_crawl_of_the_flow_pages(client, campaign, assessor_a, assess
     seen.append(client.get(_url("next", a, first.token), follow=True))
     seen.append(client.get(_url("keys", a)))
     while (item := next_item(a)) is not None:
-        _judge(item, 1)
+        judge(item, 1)
     for topic in setup["topics"]:
         seen.append(client.get(_url("judged", a, topic.pk)))
     seen.append(client.get(reverse("assess:campaign_home", args=[campaign.slug])))

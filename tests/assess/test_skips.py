@@ -10,7 +10,7 @@ import pytest
 from django.db import connection, connections
 
 from assess.assignments import assign, end_assignment, reassign
-from assess.judging import next_item, open_items, progress, submit
+from assess.judging import next_item, open_items, progress
 from assess.models import Assignment, AssignmentItem, Skip
 from assess.skips import (
     SkipRefused,
@@ -20,9 +20,8 @@ from assess.skips import (
     skipped_open,
     topic_is_done,
 )
-from campaigns.judgments import Timing
 from tests.conftest import require
-from tests.factories import small_campaign
+from tests.factories import judge, small_campaign
 
 pytestmark = pytest.mark.django_db
 
@@ -46,32 +45,6 @@ def _order(assignment: Assignment) -> list[tuple[str, str]]:
 
 def _positions(assignment: Assignment) -> list[int]:
     return list(assignment.items.order_by("position").values_list("position", flat=True))
-
-
-def _judge(item: AssignmentItem, label: int = 1):
-    item.refresh_from_db()
-    return submit(
-        item=item,
-        label=label,
-        rubric_version=item.assignment.campaign.current_rubric(),
-        submission_id=uuid.uuid4(),
-        expected_version=item.judgment.version if item.judgment else 0,
-        timing=Timing(),
-    )
-
-
-def _judge_through(assignment: Assignment, *, skipping: set[str] = frozenset()) -> list[str]:
-    """Judge documents in the order served (skipping those named once each); the doc ids in
-    the order they were judged."""
-    judged, skipped = [], set()
-    while (item := next_item(assignment)) is not None:
-        if item.doc_id in skipping and item.doc_id not in skipped:
-            skipped.add(item.doc_id)
-            skip(item=item)
-            continue
-        _judge(item)
-        judged.append(item.doc_id)
-    return judged
 
 
 class TestSkip:
@@ -109,7 +82,7 @@ class TestSkip:
                 skip(item=item)
                 assert not topic_is_done(primary, topic=topic)
                 continue
-            _judge(item)
+            judge(item)
             judged.append(item.doc_id)
             if item.doc_id == served[-1]:
                 # Every document of the topic but the skipped ones is judged: not done yet.
@@ -124,14 +97,14 @@ class TestSkip:
         first = next_item(primary)
         skip(item=first)
         first.refresh_from_db()
-        judgment, _ = _judge(first)
+        judgment = judge(first)
         assert judgment.position == first.position == 5
 
     def test_skipping_the_last_open_document_of_a_topic_keeps_it_there(self, primary):
         topic = next_item(primary).topic
         items = list(primary.items.filter(topic=topic).order_by("position"))
         for item in items[:-1]:
-            _judge(item)
+            judge(item)
         outcome = skip(item=items[-1])
         assert outcome.recorded
         assert not outcome.moved
@@ -181,7 +154,7 @@ class TestSkip:
 
     def test_a_judged_document_cannot_be_skipped(self, primary):
         first = next_item(primary)
-        _judge(first)
+        judge(first)
         order = _order(primary)
         with pytest.raises(SkipRefused, match="judged already"):
             skip(item=first)
@@ -218,7 +191,7 @@ class TestSharedQueue:
         following = next_after_skip(assignment=queue, skip=outcome.skip)
         assert following.pk != first.pk
         assert queue.items.count() == 2
-        _judge(following)
+        judge(following)
         assert next_item(queue).pk == first.pk  # nothing else claimed: the skipped one is next
 
 
@@ -226,22 +199,22 @@ class TestNextAfter:
     def test_next_goes_past_the_current_document_and_wraps_round(self, primary):
         items = list(primary.items.order_by("position"))
         assert next_after(item=items[0]).pk == items[1].pk
-        _judge(items[1])
+        judge(items[1])
         assert next_after(item=items[0]).pk == items[2].pk
         # From the last document, round to the first open one.
         assert next_after(item=items[-1]).pk == items[0].pk
 
     def test_next_from_a_judged_document_is_the_next_open_one(self, primary):
         items = list(primary.items.order_by("position"))
-        _judge(items[0])
+        judge(items[0])
         assert next_after(item=items[0]).pk == items[1].pk
 
     def test_next_is_none_when_nothing_else_is_open(self, primary):
         items = list(primary.items.order_by("position"))
         for item in items[1:]:
-            _judge(item)
+            judge(item)
         assert next_after(item=items[0]) is None
-        _judge(items[0])
+        judge(items[0])
         assert next_after(item=items[0]) is None
 
 

@@ -3,17 +3,14 @@ highlighting on, and the revise list and keys page work without JavaScript."""
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from assess.assignments import assign
-from assess.judging import next_item, submit
-from campaigns.judgments import Timing
+from assess.judging import next_item
 from campaigns.models import Document, Topic
 from campaigns.sanitize import render_body
 from tests.browser.test_xss import BODY, _assert_inert, _watch
-from tests.factories import small_campaign
+from tests.factories import judge, small_campaign
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -37,17 +34,6 @@ def hostile(campaign, assessor_a):
     return assignment
 
 
-def _judge(item, label: int) -> None:
-    submit(
-        item=item,
-        label=label,
-        rubric_version=item.assignment.campaign.current_rubric(),
-        submission_id=uuid.uuid4(),
-        expected_version=0,
-        timing=Timing(),
-    )
-
-
 def test_hostile_documents_stay_inert_with_highlighting_on(live_server, login, organiser, hostile):
     page = login(organiser)
     dialogs, outside = _watch(page, live_server)
@@ -67,7 +53,7 @@ def test_hostile_titles_run_nothing_on_the_assessors_flow_pages(
     live_server, login, assessor_a, hostile
 ):
     first = next_item(hostile)
-    _judge(first, 1)
+    judge(first, 1)
     page = login(assessor_a)
     dialogs, outside = _watch(page, live_server)
     base = f"{live_server.url}/c/{hostile.campaign.slug}/judge/{hostile.token}"
@@ -86,7 +72,7 @@ def test_without_javascript_the_revise_list_and_keys_page_work(
         campaign=campaign, pool=pool, user=assessor_a, topics=list(campaign.topics.all())
     )
     first = next_item(work)
-    _judge(first, 2)
+    judge(first, 2)
     page = login(assessor_a, javascript=False)
     page.goto(f"{live_server.url}/c/{campaign.slug}/judge/")
     page.get_by_role("link", name=first.topic.title).click()
