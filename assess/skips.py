@@ -65,7 +65,7 @@ def skip(
     assignment (its row is locked while positions are rewritten); nothing else is locked."""
     try:
         with transaction.atomic():
-            recorded = _skip_locked(item.assignment, item, submission_id, now or timezone.now())
+            stored = _skip_locked(item.assignment, item, submission_id, now or timezone.now())
     except (IntegrityError, SkipRefused):
         # A replay: its submission id is stored (the insert, the last statement, failed, and
         # the move rolled back with it), or the document was judged since the first request.
@@ -73,7 +73,7 @@ def skip(
         if earlier is None:
             raise
         return SkipOutcome(earlier, recorded=False)
-    return SkipOutcome(recorded, recorded=True)
+    return SkipOutcome(stored, recorded=True)
 
 
 def _earlier_skip(item: AssignmentItem, submission_id: uuid.UUID) -> Skip | None:
