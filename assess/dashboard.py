@@ -25,14 +25,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Q
+from django.db.models import Count, Exists, Max, Min, OuterRef, Q
 from django.utils import timezone
 
-from assess.models import Assignment, AssignmentItem, QueueItem
+from assess.models import Assignment, AssignmentItem, QueueItem, Skip
 from campaigns.models import Assessor, Campaign, Judgment, Topic
 from pooling.models import Pool
 
 RATE_WINDOW = timedelta(hours=1)
+SKIPPED_LISTED = 100
 # Spreadsheets run a cell starting with one of these as a formula (CSV injection).
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -53,6 +54,8 @@ class Row:
     shares_queue: bool = False
     # The label counts in the dashboard's column order (templates cannot index a dict).
     counts: list[int] = field(default_factory=list)
+    # Documents skipped ("judge later") and not judged yet: part of the remaining work.
+    skipped: int = 0
 
     @property
     def remaining(self) -> int:
@@ -88,6 +91,17 @@ class Cell:
         return self.assigned > 0 and self.judged >= self.assigned
 
 
+@dataclass(frozen=True)
+class SkippedWork:
+    """A document an assessor skipped and has not judged yet."""
+
+    topic_id: str
+    assessor: str
+    doc_id: str
+    times: int
+    last_skipped_at: datetime
+
+
 @dataclass
 class Dashboard:
     now: datetime
@@ -98,6 +112,8 @@ class Dashboard:
     # Assessor name -> [(time, judgments so far)], for the plot.
     series: dict[str, list[tuple[datetime, int]]]
     bucket: str
+    # The oldest skips first, at most SKIPPED_LISTED of them (total.skipped counts them all).
+    skipped: list[SkippedWork] = field(default_factory=list)
 
     @property
     def open_work(self) -> bool:
@@ -275,6 +291,41 @@ def count_work(campaign: Campaign, *, pool: Pool | None = None) -> Work:
     return Work(dict(topic_work), dict(assessor_work), queue_topics, sharing)
 
 
+def _skipped_items(campaign: Campaign):
+    """Items skipped and not judged yet that are still someone's work (open, in an active
+    assignment)."""
+    return AssignmentItem.objects.filter(
+        assignment__campaign=campaign,
+        assignment__active=True,
+        judgment__isnull=True,
+        withdrawn=False,
+    ).filter(Exists(Skip.objects.filter(item=OuterRef("pk"))))
+
+
+def count_skipped(campaign: Campaign) -> dict[tuple[int, int], int]:
+    """(topic pk, assessor pk) -> documents skipped and not judged yet."""
+    rows = (
+        _skipped_items(campaign)
+        .order_by()
+        .values_list("topic_id", "assignment__assessor_id")
+        .annotate(n=Count("pk"))
+    )
+    return {(topic_pk, assessor_pk): n for topic_pk, assessor_pk, n in rows}
+
+
+def list_skipped(campaign: Campaign, *, limit: int = SKIPPED_LISTED) -> list[SkippedWork]:
+    """The documents skipped and not judged yet, those skipped longest ago first."""
+    rows = (
+        _skipped_items(campaign)
+        .annotate(
+            times=Count("skips"), first_skip=Min("skips__skipped_at"), last=Max("skips__skipped_at")
+        )
+        .order_by("first_skip", "pk")
+        .values_list("topic__topic_id", "assignment__assessor__name", "doc_id", "times", "last")
+    )
+    return [SkippedWork(*row) for row in rows[:limit]]
+
+
 def _label_columns(campaign: Campaign, seen: Iterable[int]) -> list[tuple[int, str]]:
     rubric = campaign.current_rubric()
     names = {label.value: label.name for label in rubric.labels.all()} if rubric else {}
@@ -288,6 +339,12 @@ def campaign_dashboard(campaign: Campaign, *, now: datetime | None = None) -> Da
 
     work = count_work(campaign)
     topic_work, assessor_work, sharing = work.topics, work.assessors, work.sharing_queue
+    skipped = count_skipped(campaign)
+    topic_skipped: dict[int, int] = defaultdict(int)
+    assessor_skipped: dict[int, int] = defaultdict(int)
+    for (topic_pk, assessor_pk), n in skipped.items():
+        topic_skipped[topic_pk] += n
+        assessor_skipped[assessor_pk] += n
 
     # Judgments: labels, active seconds, the last hour, and the times for the plot.
     judgments = Judgment.objects.filter(
@@ -333,6 +390,7 @@ def campaign_dashboard(campaign: Campaign, *, now: datetime | None = None) -> Da
             labels=dict(by_topic_labels.get(topic.pk, {})),
             median_seconds=median(by_topic_seconds.get(topic.pk, [])),
             last_hour=by_topic_recent.get(topic.pk, 0),
+            skipped=topic_skipped.get(topic.pk, 0),
         )
         row.eta = estimate_finish(row.remaining, row.last_hour, now=now)
         topic_rows.append(row)
@@ -350,6 +408,7 @@ def campaign_dashboard(campaign: Campaign, *, now: datetime | None = None) -> Da
             median_seconds=median(by_assessor_seconds.get(assessor.pk, [])),
             last_hour=by_assessor_recent.get(assessor.pk, 0),
             shares_queue=assessor.pk in sharing,
+            skipped=assessor_skipped.get(assessor.pk, 0),
         )
         if not row.shares_queue:
             row.eta = estimate_finish(row.remaining, row.last_hour, now=now)
@@ -363,6 +422,7 @@ def campaign_dashboard(campaign: Campaign, *, now: datetime | None = None) -> Da
         median_seconds=median(all_seconds),
         last_hour=sum(by_topic_recent.values()),
         shares_queue=bool(work.queue_topics),
+        skipped=sum(skipped.values()),
     )
     total.eta = estimate_finish(total.remaining, total.last_hour, now=now)
     names = {pk: a.name for pk, a in people.items()}
@@ -380,6 +440,7 @@ def campaign_dashboard(campaign: Campaign, *, now: datetime | None = None) -> Da
         total=total,
         series=series,
         bucket=bucket,
+        skipped=list_skipped(campaign) if skipped else [],
     )
 
 
@@ -393,7 +454,12 @@ def dashboard_csv(dashboard: Dashboard) -> str:
     writer = csv.writer(out, lineterminator="\r\n")
     header = ["section", "id", "title", "judged", "assigned", "remaining", "percent_judged"]
     header += [f"label {value} {name}".strip() for value, name in dashboard.labels]
-    header += ["median_active_seconds", "judged_last_hour", "estimated_finish"]
+    header += [
+        "median_active_seconds",
+        "judged_last_hour",
+        "estimated_finish",
+        "skipped_not_judged",
+    ]
     writer.writerow([safe_cell(h) for h in header])
 
     def line(section: str, row: Row) -> list[object]:
@@ -411,6 +477,7 @@ def dashboard_csv(dashboard: Dashboard) -> str:
             round(row.median_seconds, 1) if row.median_seconds is not None else None,
             row.last_hour,
             timezone.localtime(row.eta).isoformat(timespec="minutes") if row.eta else None,
+            row.skipped,
         ]
         return [safe_cell(c) for c in cells]
 

@@ -16,6 +16,7 @@ import secrets
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from campaigns.models import ID_MAX_LENGTH, Assessor, Campaign, Judgment, Topic
 from pooling.models import Pool
@@ -127,3 +128,22 @@ class QueueItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.topic_id} {self.doc_id} r{self.replica}"
+
+
+class Skip(models.Model):
+    """An assessor put a document off ("judge later"): its item went to the end of their order
+    for its topic. Append-only, one row per skip. An item with a skip and no judgment yet is
+    "skipped, not yet judged" (assess/skips.py), and its topic is not done until it is judged."""
+
+    item = models.ForeignKey(AssignmentItem, on_delete=models.CASCADE, related_name="skips")
+    # Who skipped (the item's assessor, kept here so the record reads on its own).
+    assessor = models.ForeignKey(Assessor, on_delete=models.PROTECT, related_name="+")
+    # The item's position before and after: equal when it was already the last open document.
+    from_position = models.PositiveIntegerField()
+    to_position = models.PositiveIntegerField()
+    skipped_at = models.DateTimeField(default=timezone.now)
+    # The one-time id of the form that asked for it: a replayed request skips nothing more.
+    submission_id = models.UUIDField(null=True, blank=True, unique=True)
+
+    def __str__(self) -> str:
+        return f"skip of item {self.item_id} at {self.skipped_at:%Y-%m-%d %H:%M}"

@@ -20,6 +20,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseStopPolling
@@ -35,6 +36,7 @@ from assess.forms import (
     MoveWorkForm,
     RebalanceForm,
 )
+from assess.highlight import highlight_html, topic_terms
 from assess.models import Assignment, AssignmentItem
 from assess.plots import judgments_over_time
 from campaigns.access import get_campaign_for
@@ -45,7 +47,7 @@ from campaigns.members import (
     password_link_refusals,
 )
 from campaigns.models import Assessor, Campaign, Judgment, Membership
-from pooling.models import Pool
+from pooling.models import Pool, PoolEntry
 
 log = logging.getLogger("pooljudge.accounts")
 
@@ -509,3 +511,54 @@ def progress(request: HttpRequest, slug: str) -> HttpResponse:
             response.status_code = HttpResponseStopPolling.status_code
         return response
     return render(request, PROGRESS, context)
+
+
+# --- Previewing the judging screen's document (term highlighting) -------------------------------
+
+PREVIEW_DOCUMENTS = 200
+
+
+@login_required
+@require_GET
+def highlighting(request: HttpRequest, slug: str) -> HttpResponse:
+    """A topic's document as an assessor sees it (guidelines, topic, document), with the topic's
+    terms marked as they would be, and the terms each topic marks: for deciding whether to turn
+    highlighting on. ``?topic=`` (a topic's pk) and ``?doc=`` (a document id) choose."""
+    campaign = get_campaign_for(request, slug)
+    topics = list(campaign.topics.order_by("position", "topic_id"))
+    wanted = request.GET.get("topic", "")
+    topic = next((t for t in topics if str(t.pk) == wanted), topics[0] if topics else None)
+    document, doc_ids = None, []
+    if topic is not None:
+        pooled = (
+            PoolEntry.objects.filter(pool__campaign=campaign, topic=topic)
+            .order_by("doc_id")
+            .values_list("doc_id", flat=True)
+            .distinct()
+        )
+        documents = campaign.documents.order_by("doc_id")
+        if pooled.exists():
+            documents = documents.filter(doc_id__in=pooled)
+        doc_ids = list(documents.values_list("doc_id", flat=True)[:PREVIEW_DOCUMENTS])
+        chosen = request.GET.get("doc", "")
+        chosen = chosen if chosen in doc_ids else (doc_ids[0] if doc_ids else None)
+        if chosen is not None:
+            document = campaign.documents.filter(doc_id=chosen).first()
+    terms = topic_terms(topic.title, topic.description) if topic else None
+    body = ""
+    if document is not None:
+        # Sanitised at import (nh3); marking adds only <mark> around escaped text.
+        body = mark_safe(highlight_html(document.body_html, terms))
+    index = doc_ids.index(document.doc_id) if document is not None else -1
+    context = {
+        "campaign": campaign,
+        "topics": [(t, topic_terms(t.title, t.description).words) for t in topics],
+        "topic": topic,
+        "terms": terms.words if terms else (),
+        "document": document,
+        "body": body,
+        "marks": body.count('<mark class="term">') if body else 0,
+        "previous_doc": doc_ids[index - 1] if index > 0 else None,
+        "next_doc": doc_ids[index + 1] if 0 <= index < len(doc_ids) - 1 else None,
+    }
+    return render(request, "assess/organiser/highlighting.html", context)

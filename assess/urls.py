@@ -1,13 +1,26 @@
 from django.urls import path
 
-from assess import organiser, views
+from assess import flow_views, organiser, views
 
 app_name = "assess"
 
 urlpatterns = [
     path("<slug:slug>/judge/", views.campaign_home, name="campaign_home"),
     path("<slug:slug>/judge/<str:token>/", views.start, name="start"),
+    # Before "judge": "keys" is not an item token (those are 16 characters), but would match.
+    path("<slug:slug>/judge/<str:token>/keys/", flow_views.keys_page, name="keys"),
     path("<slug:slug>/judge/<str:token>/<str:item>/", views.judge, name="judge"),
+]
+
+# The assessor's flow beside the judging screen (assess/flow_views.py): the assignment's owner.
+urlpatterns += [
+    path(
+        "<slug:slug>/judge/<str:token>/topics/<int:topic>/",
+        flow_views.judged_documents,
+        name="judged",
+    ),
+    path("<slug:slug>/judge/<str:token>/<str:item>/skip/", flow_views.skip_document, name="skip"),
+    path("<slug:slug>/judge/<str:token>/<str:item>/next/", flow_views.next_document, name="next"),
 ]
 
 # The organiser's workspace (assess/organiser.py): organisers of the campaign only.
@@ -37,4 +50,5 @@ urlpatterns += [
         name="assignment_end",
     ),
     path("<slug:slug>/progress/", organiser.progress, name="progress"),
+    path("<slug:slug>/highlighting/", organiser.highlighting, name="highlighting"),
 ]

@@ -15,12 +15,22 @@ class CampaignForm(forms.ModelForm):
 
     class Meta:
         model = Campaign
-        fields = ["title", "slug", "description", "guidelines"]
+        fields = ["title", "slug", "description", "guidelines", "topic_breaks", "highlight_terms"]
         widgets = {
             "description": forms.Textarea(attrs={"rows": 3}),
             "guidelines": forms.Textarea(attrs={"rows": 6}),
         }
         help_texts = {"slug": "Used in addresses and on the command line, e.g. covid-round1."}
+
+
+class CampaignSettingsForm(forms.ModelForm):
+    """What an organiser may change once the campaign runs (the slug is in every address and
+    command, so it stays)."""
+
+    class Meta:
+        model = Campaign
+        fields = ["title", "description", "guidelines", "topic_breaks", "highlight_terms"]
+        widgets = CampaignForm.Meta.widgets
 
 
 class LabelForm(forms.Form):

@@ -34,6 +34,18 @@ slug_validator = RegexValidator(
 
 # Keys the judging screen keeps for navigation; a label cannot take them.
 RESERVED_KEYS = frozenset("?[]/ ")
+# The judging screen's command keys (assess/keys.py). A label may take one of them (organisers
+# choose letters for their labels, and a rubric must stay theirs), and then the label wins: the
+# command has no key on that campaign's screen, which the keys page says.
+COMMAND_KEYS: dict[str, str] = {
+    "s": "skip (judge later)",
+    "r": "your judged documents (revise)",
+    "u": "unsure",
+    "x": "unreadable",
+    "n": "note",
+    "g": "guidelines",
+    "h": "term highlighting",
+}
 
 
 @functools.cache
@@ -67,6 +79,29 @@ class Campaign(models.Model):
     )
     relevance_threshold = models.IntegerField(
         default=1, help_text="The lowest label counted as relevant by binary measures."
+    )
+    topic_breaks = models.BooleanField(
+        "Topic breaks",
+        default=True,
+        help_text=(
+            "Before the first document of a new topic, assessors see that topic's title, "
+            "description and narrative and press Enter to begin. Without a break the first "
+            "documents of a topic tend to be judged against the previous topic's idea of "
+            "relevance (assessment inertia, Scholer et al. 2011); switch it off only for "
+            "interleaved orders, where every document may change topic."
+        ),
+    )
+    highlight_terms = models.BooleanField(
+        "Highlight the topic's terms",
+        default=False,
+        help_text=(
+            "Marks the words of each topic's title and description in the documents (an assessor "
+            "can still hide the marks). Faster to scan, but it can bias judgments: the interface "
+            "is part of the measurement, and marks pull the eye towards documents that share the "
+            "topic's words, the same pull that already leans pools towards title words (Buckley "
+            "et al. 2007), while relevant documents in other words go unmarked. Off unless the "
+            "campaign needs speed more than independence, and say so in its documentation."
+        ),
     )
     created_at = models.DateTimeField(auto_now_add=True)
     created_by = models.ForeignKey(

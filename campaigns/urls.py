@@ -8,6 +8,7 @@ urlpatterns = [
     path("new/", views.campaign_create, name="create"),
     path("<slug:slug>/", views.campaign_detail, name="detail"),
     path("<slug:slug>/guide/", views.campaign_guide, name="guide"),
+    path("<slug:slug>/settings/", views.campaign_settings, name="settings"),
     path("<slug:slug>/rubric/", views.rubric_edit, name="rubric"),
     path("<slug:slug>/rubric/history/", views.rubric_history, name="rubric_history"),
     path("<slug:slug>/files/", views.files, name="files"),

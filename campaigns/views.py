@@ -13,9 +13,15 @@ from django_htmx.http import HttpResponseStopPolling
 from accounts.redirects import safe_next
 from campaigns import jobs
 from campaigns.access import ASSESSOR, ORGANISER, get_campaign_for
-from campaigns.forms import CampaignForm, ImportForm, LabelFormSet, RubricMetaForm
+from campaigns.forms import (
+    CampaignForm,
+    CampaignSettingsForm,
+    ImportForm,
+    LabelFormSet,
+    RubricMetaForm,
+)
 from campaigns.members import add_member
-from campaigns.models import Campaign, Job, Upload
+from campaigns.models import COMMAND_KEYS, Campaign, Job, Upload
 from campaigns.scales import SCALES
 from campaigns.uploads import IMPORTERS, UploadRefused, store_upload
 
@@ -57,6 +63,26 @@ def campaign_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "members": campaign.memberships.select_related("user"),
     }
     return render(request, "campaigns/campaign_detail.html", context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def campaign_settings(request: HttpRequest, slug: str) -> HttpResponse:
+    """Title, description, guidelines and the judging screen's switches (topic breaks, term
+    highlighting), for the campaign's organisers."""
+    campaign = get_campaign_for(request, slug)
+    form = CampaignSettingsForm(request.POST or None, instance=campaign)
+    if request.method == "POST" and form.is_valid():
+        form.save()
+        messages.success(request, "Settings saved; assessors see them from their next document.")
+        return redirect("campaigns:settings", slug=slug)
+    status = 400 if form.errors else 200
+    return render(
+        request,
+        "campaigns/campaign_settings.html",
+        {"campaign": campaign, "form": form},
+        status=status,
+    )
 
 
 @login_required
@@ -109,6 +135,7 @@ def rubric_edit(request: HttpRequest, slug: str) -> HttpResponse:
         "meta": meta,
         "rubric": campaign.current_rubric(),
         "scales": SCALES,
+        "command_keys": COMMAND_KEYS,
     }
     return render(request, "campaigns/rubric_edit.html", context)
 

@@ -1306,6 +1306,12 @@ def _manifest(
             "description": campaign.description,
             "guidelines": campaign.guidelines,
             "created_at": _iso(campaign.created_at),
+            # The interface is part of the measurement (seed 002): how the screen was set.
+            "judging_screen": {
+                "topic_breaks": campaign.topic_breaks,
+                "term_highlighting": campaign.highlight_terms,
+                "as_of": "export time",
+            },
         },
         "scale": {
             "rubric_version": rubric.number if rubric else None,
@@ -1432,6 +1438,18 @@ def render_readme(manifest: dict[str, Any]) -> str:
                 f"- v{version['version']}, {version['created_at']}{note}: "
                 + "; ".join(version["changes"])
             )
+        w("")
+
+    screen = c.get("judging_screen")
+    if screen:
+        w("## Judging screen\n")
+        w(
+            f"Topic breaks {'on' if screen['topic_breaks'] else 'off'}; query-term highlighting "
+            f"{'on' if screen['term_highlighting'] else 'off'} (as set at export time)."
+        )
+        if screen["term_highlighting"]:
+            w("Assessors saw the topic's title and description words marked in the documents,")
+            w("which can pull judgments towards documents that share the topic's words.")
         w("")
 
     w("## Pools\n")

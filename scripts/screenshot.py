@@ -14,6 +14,15 @@ so the README's judging screen is one command:
 
     .venv/bin/python scripts/screenshot.py --demo --user grace --judge pydocs --topic 004 \
         --width 1440 --height 900 --out docs/screens
+
+--flow SLUG takes the assessor's pages beside the judging screen: the assessor judges the first
+three documents of their assignment in campaign SLUG (with --topic, the one listing that topic)
+and skips the fourth, then the assignment page, the topic's list of judged and skipped documents
+and the keys page are saved as OUT/flow-*-WIDTHxHEIGHT.png; with --organiser USER also the
+campaign's settings, the highlighting preview and the progress page (with the skip):
+
+    .venv/bin/python scripts/screenshot.py --demo --user ada --flow pydocs \
+        --organiser organiser --width 1440 --height 900 --out docs/screens
 """
 
 from __future__ import annotations
@@ -109,6 +118,72 @@ def open_judging(page, base: str, slug: str, topic: str | None) -> None:
     page.wait_for_load_state("networkidle")
 
 
+def take_flow(page, args: argparse.Namespace, out: Path) -> None:
+    """Judge three documents with the keyboard, skip the next one, and save the flow's pages."""
+    import uuid
+
+    open_judging(page, args.base, args.flow, args.topic)
+    for key in ("1", "2", "0"):
+        page.keyboard.press(key)
+        page.wait_for_load_state("networkidle")
+        page.wait_for_timeout(300)
+    page.reload()
+    page.wait_for_selector("#judge[data-item]")
+    item = page.locator("#judge").get_attribute("data-item")
+    judge_url = page.url.rstrip("/")
+    token = page.locator("input[name=csrfmiddlewaretoken]").first.input_value()
+    response = page.request.post(
+        f"{judge_url}/skip/",
+        form={"csrfmiddlewaretoken": token, "submission": str(uuid.uuid4())},
+        headers={"Referer": page.url},
+        max_redirects=0,
+    )
+    if response.status != 303:
+        raise SystemExit(f"Skipping {item} answered {response.status}.")
+    assignment = judge_url.rsplit("/", 1)[0]
+    page.goto(f"{args.base}/c/{args.flow}/judge/")
+    revise = page.locator("section.assignment a[href*='/topics/']").first.get_attribute("href")
+    size = f"{args.width}x{args.height}"
+    shots = [
+        (f"{args.base}/c/{args.flow}/judge/", "flow-assignments"),
+        (f"{args.base}{revise}", "flow-revise"),
+        (f"{assignment}/keys/?item={item}", "flow-keys"),
+    ]
+    if args.organiser:
+        context = page.context.browser.new_context(
+            viewport={"width": args.width, "height": args.height},
+            device_scale_factor=args.scale,
+        )
+        organiser = context.new_page()
+        log_in(organiser, args, args.organiser)
+        campaign = f"{args.base}/c/{args.flow}"
+        shots += [
+            (f"{campaign}/settings/", "flow-settings"),
+            (f"{campaign}/highlighting/", "flow-highlighting"),
+            (f"{campaign}/progress/", "flow-progress"),
+        ]
+    for url, name in shots:
+        shooter = organiser if args.organiser and name in ORGANISER_SHOTS else page
+        shooter.goto(url)
+        shooter.wait_for_load_state("networkidle")
+        target = out / f"{name}-{size}.png"
+        shooter.screenshot(path=str(target), full_page=args.full_page)
+        print(target)
+
+
+ORGANISER_SHOTS = {"flow-settings", "flow-highlighting", "flow-progress"}
+
+
+def log_in(page, args: argparse.Namespace, user: str) -> None:
+    password = args.password if user == args.user and args.password else None
+    password = password or stored_password(args.data_dir, user) or ""
+    page.goto(f"{args.base}/accounts/login/")
+    page.fill("#id_username", user)
+    page.fill("#id_password", password)
+    page.click("button.primary")
+    page.wait_for_load_state("networkidle")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -127,14 +202,18 @@ def main() -> None:
     parser.add_argument("--judge", metavar="SLUG", help="also take the judging screen")
     parser.add_argument("--topic", help="with --judge: the assignment listing this topic")
     parser.add_argument("--name", default="judging", help="with --judge: the PNG's name")
+    parser.add_argument("--flow", metavar="SLUG", help="also take the assessor's flow pages")
+    parser.add_argument(
+        "--organiser", metavar="USER", help="with --flow: also the organiser's pages, as USER"
+    )
     parser.add_argument("--out", default="var/screens")
     parser.add_argument("--width", type=int, default=1280)
     parser.add_argument("--height", type=int, default=800)
     parser.add_argument("--full-page", action="store_true")
     parser.add_argument("--scale", type=float, default=1.0, help="device scale (2 = 200%% zoom)")
     args = parser.parse_args()
-    if not args.paths and not args.judge:
-        parser.error("give paths to screenshot, or --judge SLUG")
+    if not args.paths and not args.judge and not args.flow:
+        parser.error("give paths to screenshot, or --judge SLUG, or --flow SLUG")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
@@ -151,12 +230,7 @@ def take(args: argparse.Namespace, out: Path) -> None:
             device_scale_factor=args.scale,
         )
         if args.user:
-            password = args.password or stored_password(args.data_dir, args.user) or ""
-            page.goto(f"{args.base}/accounts/login/")
-            page.fill("#id_username", args.user)
-            page.fill("#id_password", password)
-            page.click("button.primary")
-            page.wait_for_load_state("networkidle")
+            log_in(page, args, args.user)
         for path in args.paths:
             page.goto(f"{args.base}{path}")
             page.wait_for_load_state("networkidle")
@@ -169,6 +243,8 @@ def take(args: argparse.Namespace, out: Path) -> None:
             target = out / f"{args.name}.png"
             page.screenshot(path=str(target), full_page=args.full_page)
             print(target)
+        if args.flow:
+            take_flow(page, args, out)
         browser.close()
 
 

@@ -105,3 +105,24 @@ def small_campaign(campaign: Campaign, *, topics: Sequence[str] = ("301", "302")
         {t: [(d, 7.25 + i * 0.5) for i, d in enumerate(doc_ids)] for t in topics},
     )
     return make_pool(campaign, depth=docs)
+
+
+def judge(item, label: int = 1, *, note: str = ""):
+    """Record ``label`` for an assignment item as its assessor would from a freshly loaded page
+    (the item is reloaded first, so a revision carries the judgment's current version)."""
+    import uuid
+
+    from assess.judging import submit
+    from campaigns.judgments import Timing
+
+    item.refresh_from_db()
+    judgment, _ = submit(
+        item=item,
+        label=label,
+        rubric_version=item.assignment.campaign.current_rubric(),
+        submission_id=uuid.uuid4(),
+        expected_version=item.judgment.version if item.judgment else 0,
+        timing=Timing(),
+        note=note,
+    )
+    return judgment

@@ -214,7 +214,12 @@ class TestCsv:
             "label 1 Partially relevant",
             "label 2 Highly relevant",
         ]
-        assert header[10:] == ["median_active_seconds", "judged_last_hour", "estimated_finish"]
+        assert header[10:] == [
+            "median_active_seconds",
+            "judged_last_hour",
+            "estimated_finish",
+            "skipped_not_judged",
+        ]
         sections = [row[0] for row in rows[1:]]
         assert sections == ["topic", "topic", "assessor", "assessor", "total"]
         alice = rows[3]

@@ -438,6 +438,19 @@ class TestDocumentation:
         ):
             assert needle in readme, needle
 
+    def test_it_records_how_the_judging_screen_was_set(self, campaign, judged, tmp_path):
+        campaign.highlight_terms = True
+        campaign.save(update_fields=["highlight_terms"])
+        export_bundle(campaign=campaign, destination=tmp_path)
+        manifest = json.loads((tmp_path / "campaign.json").read_text())
+        assert manifest["campaign"]["judging_screen"] == {
+            "topic_breaks": True,
+            "term_highlighting": True,
+            "as_of": "export time",
+        }
+        readme = (tmp_path / "README.md").read_text()
+        assert "Topic breaks on; query-term highlighting on (as set at export time)." in readme
+
     def test_no_agreement_without_overlap(self, campaign, judged, tmp_path):
         Judgment.objects.filter(assessor=judged["bob"]).delete()
         export_bundle(campaign=campaign, destination=tmp_path)

@@ -412,6 +412,24 @@ def _judge_fill(side: Side) -> dict[str, tuple[dict[str, Any], Any]]:
     }
 
 
+def _topic_fill(side: Side) -> dict[str, tuple[dict[str, Any], Any]]:
+    # Both assignments hold topic 301; only the second assessor's primary work holds 302.
+    a, b = side.assignments["first"], side.assignments["second"]
+    first, second = side.topics
+    return {
+        "first": ({"token": a.token, "topic": first.pk}, side.first),
+        "second": ({"token": b.token, "topic": first.pk}, side.second),
+        "mixed": ({"token": a.token, "topic": second.pk}, None),
+    }
+
+
+def _assignment_fill(side: Side) -> dict[str, tuple[dict[str, Any], Any]]:
+    return {
+        "first": ({"token": side.assignments["first"].token}, side.first),
+        "second": ({"token": side.assignments["second"].token}, side.second),
+    }
+
+
 FILL: dict[str, Fill] = {
     "campaigns:upload": lambda s: {"": ({"kind": "topics"}, None)},
     "campaigns:job": lambda s: {"": ({"pk": s.job.pk}, None)},
@@ -419,11 +437,12 @@ FILL: dict[str, Fill] = {
     "campaigns:job_retry": lambda s: {"": ({"pk": s.job.pk}, None)},
     "pooling:pool": lambda s: {"": ({"version": s.pool.version}, None)},
     "pooling:pool_status": lambda s: {"": ({"version": s.pool.version}, None)},
-    "assess:start": lambda s: {
-        "first": ({"token": s.assignments["first"].token}, s.first),
-        "second": ({"token": s.assignments["second"].token}, s.second),
-    },
+    "assess:start": _assignment_fill,
     "assess:judge": _judge_fill,
+    "assess:keys": _assignment_fill,
+    "assess:judged": _topic_fill,
+    "assess:skip": _judge_fill,
+    "assess:next": _judge_fill,
     "assess:assign": lambda s: {"": ({"version": s.pool.version}, None)},
     "assess:move": lambda s: {"": ({"version": s.pool.version}, None)},
     "assess:rebalance": lambda s: {"": ({"version": s.pool.version}, None)},
@@ -841,6 +860,7 @@ POLICY: dict[str, tuple[str, str]] = {
     "campaigns:create": ("creators", "creators"),
     "campaigns:detail": ("members", "members"),
     "campaigns:guide": ("members", "members"),
+    "campaigns:settings": ("organisers", "organisers"),
     "campaigns:rubric": ("organisers", "organisers"),
     "campaigns:rubric_history": ("organisers", "organisers"),
     "campaigns:files": ("organisers", "organisers"),
@@ -858,6 +878,10 @@ POLICY: dict[str, tuple[str, str]] = {
     "assess:campaign_home": ("assessors", "assessors"),
     "assess:start": ("owner", "owner"),
     "assess:judge": ("owner", "owner"),
+    "assess:keys": ("owner", "nobody"),
+    "assess:judged": ("owner", "nobody"),
+    "assess:skip": ("nobody", "owner"),
+    "assess:next": ("owner", "nobody"),
     "assess:assessors": ("organisers", "nobody"),
     "assess:assessor_create": ("nobody", "organisers"),
     "assess:member_add": ("nobody", "organisers"),
@@ -867,6 +891,7 @@ POLICY: dict[str, tuple[str, str]] = {
     "assess:rebalance": ("nobody", "organisers"),
     "assess:assignment_end": ("nobody", "organisers"),
     "assess:progress": ("organisers", "nobody"),
+    "assess:highlighting": ("organisers", "nobody"),
     "qrels:export": ("organisers", "organisers"),
     "qrels:export_download": ("organisers", "nobody"),
     "qrels:export_readme": ("organisers", "nobody"),
@@ -997,6 +1022,13 @@ PAYLOADS: dict[str, Callable[[World, Side, str], dict[str, Any]]] = {
         "scale": "binary",
     },
     "campaigns:rubric": _rubric_post,
+    "campaigns:settings": lambda w, s, r: {
+        "title": "Renamed",
+        "description": "",
+        "guidelines": "Judge the document.",
+        "topic_breaks": "on",
+        "highlight_terms": "on",
+    },
     "campaigns:upload": lambda w, s, r: {
         "topics-files": SimpleUploadedFile("more.tsv", b"901\tA further topic\n")
     },
@@ -1006,6 +1038,7 @@ PAYLOADS: dict[str, Callable[[World, Side, str], dict[str, Any]]] = {
         "submission": str(uuid.uuid4()),
         "version": "0",
     },
+    "assess:skip": lambda w, s, r: {"submission": str(uuid.uuid4())},
     "assess:assessor_create": lambda w, s, r: {
         "username": "pjsec_newbie",
         "password": "a-long-enough-passphrase",
