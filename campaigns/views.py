@@ -256,10 +256,16 @@ def job_list(request: HttpRequest, slug: str) -> HttpResponse:
     page = Paginator(campaign.jobs.select_related("created_by"), 50).get_page(
         request.GET.get("page")
     )
-    context = {"campaign": campaign, "jobs": page, "any_active": any(not j.is_final for j in page)}
+    context = {
+        "campaign": campaign,
+        "jobs": page,
+        "any_active": any(not j.is_final for j in page),
+        "workers": jobs.worker_status(),
+    }
     template = "campaigns/jobs.html#job-table" if request.htmx else "campaigns/jobs.html"
     response = render(request, template, context)
-    if request.htmx and not context["any_active"]:
+    # Without a worker the page keeps looking, so that it says so the moment one answers.
+    if request.htmx and not context["any_active"] and context["workers"].ok:
         response.status_code = HttpResponseStopPolling.status_code
     return response
 
