@@ -2,6 +2,7 @@
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/pj_i18b .venv/bin/python bench/upload_memory.py
     .venv/bin/python bench/upload_memory.py --mb 10 100 200 --gzip      # SQLite, gzipped runs
+    .venv/bin/python bench/upload_memory.py --mb --qrels-mb 20          # the evaluation page only
 
 DATABASE_URL names the server (and the prefix of the throwaway database): the benchmark creates
 ``<name>_upload_bench``, migrates it and drops it at the end. Without DATABASE_URL it migrates a
@@ -11,7 +12,9 @@ would, after a warm-up upload of 0.25 MB.
 
 Printed per size: the resident set after warm-up, the peak during the upload, the growth, the
 growth in stored chunks (``campaigns.uploads.CHUNK_BYTES``), and the seconds. Target: the growth
-stays within 2 chunks whatever the size. No assertions.
+stays within 2 chunks whatever the size. With ``--qrels-mb N``, the same for a qrels file of N MB
+posted to the evaluation page (which once parsed it inside the request: 20 MB took 22 s, past
+gunicorn's 30 s timeout once the process was cold). No assertions.
 """
 
 from __future__ import annotations
@@ -44,8 +47,9 @@ def admin(url: str, statement: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mb", type=float, nargs="+", default=[10, 100, 200])
+    parser.add_argument("--mb", type=float, nargs="*", default=[10, 100, 200])
     parser.add_argument("--gzip", action="store_true", help="gzipped run files")
+    parser.add_argument("--qrels-mb", type=float, nargs="*", default=[], help="evaluation page")
     args = parser.parse_args()
 
     server = os.environ.get("DATABASE_URL", "")
@@ -74,13 +78,13 @@ def main() -> None:
                 f"{'file':>8} {'after warm-up':>14} {'peak':>10} {'growth':>10} "
                 f"{'chunks':>7} {'s':>7}"
             )
-            for mb in args.mb:
+            sizes = [(mb, "runs") for mb in args.mb] + [(mb, "evaluation") for mb in args.qrels_mb]
+            for mb, to in sizes:
                 command = [sys.executable, "-m", "tests.upload_process", "--mb", str(mb)]
-                if args.gzip:
-                    command.append("--gzip")
-                done = subprocess.run(
-                    command, cwd=ROOT, env=env, check=True, capture_output=True, text=True
-                )
+                command += ["--to", to] + (["--gzip"] if args.gzip else [])
+                done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+                if done.returncode:
+                    sys.exit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
                 result = json.loads(done.stdout.strip().splitlines()[-1])
                 ok = result["status"] == 302 and all(s["bytes_match"] for s in result["stored"])
                 growth = result["peak_kb"] - result["baseline_kb"]
@@ -89,6 +93,7 @@ def main() -> None:
                     f"{mb:>5g} MB {result['baseline_kb'] / 1024:>11.0f} MB "
                     f"{result['peak_kb'] / 1024:>7.0f} MB {growth / 1024:>7.0f} MB "
                     f"{chunks:>7.1f} {result['seconds']:>7.1f}"
+                    + ("  (qrels, evaluation page)" if to == "evaluation" else "")
                     + ("" if ok else f"  FAILED: status {result['status']} {result['error']}")
                 )
         finally:

@@ -1,13 +1,15 @@
 """One big upload through the whole Django stack, in a process of its own, to measure its memory.
 
     python -m tests.upload_process --slug SLUG --mb 300 [--files 1] [--gzip] [--cap-mb 200]
+    python -m tests.upload_process --to evaluation --mb 20      # a qrels file to score against
 
 Run by ``tests/imports/test_upload_memory.py`` (under a memory cap) and ``bench/upload_memory.py``
 (printing the peak). DATABASE_URL names a database that is migrated; the campaign ``SLUG`` and an
 organiser are created in it if missing. The multipart body is written to a file first and fed to
 Django's WSGI handler as a stream (the test client would build it in memory), so the process's
-peak resident set is what the Files page's upload view costs. The import job is queued but not
-sent: the request is what is measured (the import's memory is bench/import_runs.py's business).
+peak resident set is what the Files page's upload view costs (or, with ``--to evaluation``, the
+evaluation page's, given a qrels file). The job is queued but not sent: the request is what is
+measured (the import's memory is bench/import_runs.py's business).
 
 With ``--cap-mb M`` the process's address space is capped at its size after warming up plus M MB
 (``resource.setrlimit(RLIMIT_AS)``): an upload that needs more fails with MemoryError.
@@ -34,32 +36,52 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 BOUNDARY = "pooljudge-upload-process-boundary"
-LINE = "{topic}\tQ0\tdoc{doc:07d}\t{rank}\t{score:.4f}\tbig\n"
+RUN_LINE = "{topic}\tQ0\tdoc{doc:07d}\t{rank}\t{score:.4f}\tbig\n"
+QRELS_LINE = "{topic}\t0\tdoc{doc:07d}\t{label}\n"
+# Where each kind of file goes: the page, its file field, its other fields, the file's lines.
+TARGETS = {
+    "runs": ("runs-files", {}, "run"),
+    "evaluation": ("qrels", {"action": "upload", "on_conflict": "refuse"}, "qrels"),
+}
 
 
-def run_text(target_bytes: int) -> bytes:
-    """About ``target_bytes`` of run lines (the content is not parsed by the upload)."""
+def text(target_bytes: int, kind: str) -> bytes:
+    """About ``target_bytes`` of run or qrels lines, each document once."""
     lines, size, doc = [], 0, 0
     while size < target_bytes:
-        line = LINE.format(topic=doc // 1000 + 1, doc=doc, rank=doc % 1000 + 1, score=1e6 - doc)
+        if kind == "run":
+            line = RUN_LINE.format(
+                topic=doc // 1000 + 1, doc=doc, rank=doc % 1000 + 1, score=1e6 - doc
+            )
+        else:
+            line = QRELS_LINE.format(topic=doc // 1000 + 1, doc=doc, label=doc % 3)
         lines.append(line)
         size += len(line)
         doc += 1
     return "".join(lines).encode()
 
 
-def write_body(path: Path, *, files: int, mb: float, compress: bool) -> list[tuple[str, str, int]]:
-    """A multipart/form-data body with ``files`` run files of ``mb`` MB each, written in
-    pieces (never whole in memory). Returns (name, sha256, size) per file."""
-    block = run_text(4 * 1024 * 1024)
+def write_body(
+    path: Path, *, files: int, mb: float, compress: bool, to: str = "runs"
+) -> list[tuple[str, str, int]]:
+    """A multipart/form-data body with ``files`` files of ``mb`` MB each (to the end of a
+    line), written in pieces (never whole in memory); each repeats one block of distinct lines.
+    Returns (name, sha256, size) per file."""
+    field, fields, kind = TARGETS[to]
+    block = text(4 * 1024 * 1024, kind)
     written = []
     with open(path, "wb") as body:
+        for name, value in fields.items():
+            body.write(
+                f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n'
+                f"{value}\r\n".encode()
+            )
         for index in range(files):
-            name = f"big{index}.run" + (".gz" if compress else "")
+            name = f"big{index}.{kind}" + (".gz" if compress else "")
             body.write(
                 (
                     f"--{BOUNDARY}\r\n"
-                    f'Content-Disposition: form-data; name="runs-files"; filename="{name}"\r\n'
+                    f'Content-Disposition: form-data; name="{field}"; filename="{name}"\r\n'
                     "Content-Type: application/octet-stream\r\n\r\n"
                 ).encode()
             )
@@ -67,7 +89,10 @@ def write_body(path: Path, *, files: int, mb: float, compress: bool) -> list[tup
             deflate = zlib.compressobj(1, zlib.DEFLATED, 31) if compress else None
             remaining = int(mb * 1024 * 1024)
             while remaining > 0:
-                piece = block[:remaining]
+                if remaining < len(block):
+                    piece = block[: block.index(b"\n", remaining - 1) + 1]  # whole lines
+                else:
+                    piece = block
                 remaining -= len(piece)
                 if deflate is not None:
                     piece = deflate.compress(piece)
@@ -105,6 +130,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=1)
     parser.add_argument("--gzip", action="store_true", help="upload gzipped run files")
     parser.add_argument("--cap-mb", type=int, default=0, help="address-space cap above warm-up")
+    parser.add_argument("--to", choices=sorted(TARGETS), default="runs", help="which page")
     args = parser.parse_args()
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pooljudge.settings")
@@ -133,7 +159,10 @@ def main() -> None:
     client.force_login(user)
     cookie = "; ".join(f"{key}={morsel.value}" for key, morsel in client.cookies.items())
     handler = ClientHandler(enforce_csrf_checks=False)
-    path = reverse("campaigns:upload", args=[campaign.slug, "runs"])
+    if args.to == "runs":
+        path = reverse("campaigns:upload", args=[campaign.slug, "runs"])
+    else:
+        path = reverse("qrels:evaluation", args=[campaign.slug])
 
     def post(body_path: Path) -> int:
         with open(body_path, "rb") as stream:
@@ -153,10 +182,10 @@ def main() -> None:
         scratch_path = Path(scratch)
         # Warm up: every module, template and connection the upload needs, on a small file.
         warm = scratch_path / "warm.body"
-        write_body(warm, files=1, mb=0.25, compress=args.gzip)
+        write_body(warm, files=1, mb=0.25, compress=args.gzip, to=args.to)
         assert post(warm) == 302, "the warm-up upload was refused"
         body = scratch_path / "big.body"
-        expected = write_body(body, files=args.files, mb=args.mb, compress=args.gzip)
+        expected = write_body(body, files=args.files, mb=args.mb, compress=args.gzip, to=args.to)
         before_pk = Upload.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
         reset_peak()
         baseline = status_kb("VmRSS")

