@@ -502,12 +502,12 @@ class WorkerStatus:
         return (timezone.now() - self.last.seen_at).total_seconds()
 
     def as_dict(self) -> dict[str, Any]:
+        """For /healthz, which anyone may read: counts and times, no host names."""
         return {
             "ok": self.ok,
             "in_process": self.in_process,
-            "alive": list(self.alive),
+            "alive": len(self.alive),
             "last_seen": self.last.seen_at.isoformat() if self.last else None,
-            "last_worker": self.last.name if self.last else None,
             "silent_seconds": None if self.silent_seconds is None else round(self.silent_seconds),
         }
 

@@ -236,7 +236,7 @@ class TestWorkerLiveness:
         assert deep.status_code == 503
         body = deep.json()
         assert body["checks"]["worker"] is False
-        assert body["workers"]["last_worker"] == "celery@web1"
+        assert "celery@web1" not in deep.content.decode()  # anyone may ask: no host names
         assert 299 <= body["workers"]["silent_seconds"] <= 330
         plain = client.get("/healthz")
         assert "worker" not in plain.json()["checks"]
@@ -247,7 +247,7 @@ class TestWorkerLiveness:
         checks = deep.json()["checks"]
         assert checks["worker"] is True
         assert deep.status_code == (200 if all(checks.values()) else 503)
-        assert deep.json()["workers"]["alive"] == ["celery@web1"]
+        assert deep.json()["workers"]["alive"] == 1
 
     def test_the_worker_heartbeat_writes_its_row_and_marks_it_stopped(self, settings):
         settings.JOB_HEARTBEAT_SECONDS = 0.05
