@@ -479,7 +479,9 @@ class Job(models.Model):
     def duration(self) -> timedelta | None:
         if self.started_at is None:
             return None
-        return (self.finished_at or timezone.now()) - self.started_at
+        # A lost job ran until its last heartbeat, not until now.
+        end = self.finished_at or (self.heartbeat_at if self.is_lost else None) or timezone.now()
+        return end - self.started_at
 
 
 class Upload(models.Model):
