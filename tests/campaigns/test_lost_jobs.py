@@ -388,3 +388,24 @@ def test_the_heartbeat_survives_a_killed_database_connection_and_cancel_is_still
     assert job.error == "Cancelled by an organiser."
     assert markers(job) == 0
     assert worker.process.poll() is None
+
+
+@pytest.mark.usefixtures("with_a_broker")
+def test_polling_the_jobs_page_and_a_job_costs_a_fixed_number_of_queries(
+    client, campaign, organiser, django_assert_max_num_queries
+):
+    beat("celery@web1", ago=timedelta(minutes=30))
+    for status in [Job.Status.QUEUED, Job.Status.DONE, Job.Status.RUNNING] * 20:
+        Job.objects.create(campaign=campaign, kind="marker", task_name="x", status=status)
+    queued = Job.objects.filter(status=Job.Status.QUEUED).first()
+    client.force_login(organiser)
+    htmx = {"HX-Request": "true"}
+    jobs_url = reverse("campaigns:jobs", args=[campaign.slug])
+    job_url = reverse("campaigns:job", args=[campaign.slug, queued.pk])
+    client.get(jobs_url, headers=htmx)  # the session's first request may refresh it
+    # Session, user, campaign, role, then: count and page of jobs, worker beats.
+    with django_assert_max_num_queries(7 + 1):
+        assert client.get(jobs_url, headers=htmx).status_code == 200
+    # Session, user, campaign, role, the job, worker beats (it is queued).
+    with django_assert_max_num_queries(6 + 1):
+        assert client.get(job_url, headers=htmx).status_code == 200
