@@ -27,6 +27,7 @@ from campaigns.models import Job, Topic, WorkerBeat
 from pooljudge.celery import app
 from tests.conftest import HAS_BROKER, require, wait_for_job
 from tests.worker_tasks import marker_task
+from tests.workers import FAST_REDELIVERY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -299,16 +300,8 @@ def test_sigkill_of_the_whole_worker_makes_the_job_retryable_from_the_page_at_on
 ):
     # The same staleness as the workers' (tests/conftest.py worker_env): 3 s.
     settings.JOB_STALE_AFTER_SECONDS = 3.0
-    env = (
-        {}
-        if redelivery == "default visibility timeout"  # Redis keeps the message for an hour
-        else {
-            "CELERY_VISIBILITY_TIMEOUT": "6",
-            "CELERY_TASK_TIME_LIMIT": "5",
-            "CELERY_UNACKED_RESTORE_INTERVAL": "1",
-            "CELERY_UNACKED_RESTORE_THROTTLE": "1",
-        }
-    )
+    # By default Redis keeps the dead worker's message for an hour.
+    env = {} if redelivery == "default visibility timeout" else FAST_REDELIVERY
     first = worker_factory(**env)
     flag = tmp_path / "started"
     job = enqueue_marker(campaign, steps=40, step_seconds=0.25, started_flag=str(flag))
