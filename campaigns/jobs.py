@@ -513,16 +513,21 @@ class WorkerStatus:
 
 
 def worker_status() -> WorkerStatus:
-    """Which workers have beaten within ``JOB_STALE_AFTER_SECONDS`` (one small indexed query)."""
+    """Which workers consuming the queue jobs are sent to have beaten within
+    ``JOB_STALE_AFTER_SECONDS`` (one small indexed query): a worker on another queue would
+    never run them."""
     from pooljudge.celery import app
 
     if app.conf.task_always_eager:
         return WorkerStatus(in_process=True)
+    queue = app.conf.task_default_queue
     cutoff = timezone.now() - timedelta(seconds=settings.JOB_STALE_AFTER_SECONDS)
-    recent = list(WorkerBeat.objects.order_by("-seen_at")[:50])
+    recent = [
+        beat
+        for beat in WorkerBeat.objects.order_by("-seen_at")[:50]
+        if queue in beat.queues.split(",")
+    ]
     alive = tuple(
         sorted(beat.name for beat in recent if beat.stopped_at is None and beat.seen_at >= cutoff)
     )
-    return WorkerStatus(
-        alive=alive, last=recent[0] if recent else None, queue=app.conf.task_default_queue
-    )
+    return WorkerStatus(alive=alive, last=recent[0] if recent else None, queue=queue)

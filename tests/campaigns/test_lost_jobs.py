@@ -39,12 +39,18 @@ def eager():
     app.conf.task_always_eager = True
 
 
+QUEUE = "pooljudge-liveness-test"
+
+
 @pytest.fixture
 def with_a_broker():
-    """The web side as a deployment with workers sees it (nothing is sent in these tests)."""
+    """The web side as a deployment with workers sees it (nothing is sent in these tests), on a
+    queue of its own: the suite's real workers, beating on theirs, are not counted."""
     app.conf.task_always_eager = False
+    queue, app.conf.task_default_queue = app.conf.task_default_queue, QUEUE
     yield
     app.conf.task_always_eager = True
+    app.conf.task_default_queue = queue
 
 
 def lost_job(campaign, **params) -> Job:
@@ -189,6 +195,7 @@ def beat(name: str, *, ago: timedelta, stopped: bool = False) -> WorkerBeat:
     seen = timezone.now() - ago
     return WorkerBeat.objects.create(
         name=name,
+        queues=f"other,{QUEUE}",
         started_at=seen - timedelta(hours=1),
         seen_at=seen,
         stopped_at=seen if stopped else None,
@@ -224,6 +231,12 @@ class TestWorkerLiveness:
         client.force_login(organiser)
         assert "No worker" not in jobs_page(client, campaign)
 
+    def test_a_worker_on_another_queue_does_not_count(self, client, campaign, organiser):
+        elsewhere = beat("celery@elsewhere", ago=timedelta(seconds=2))
+        WorkerBeat.objects.filter(pk=elsewhere.pk).update(queues="exports,other")
+        client.force_login(organiser)
+        assert "No worker has answered yet." in jobs_page(client, campaign)
+
     def test_a_queued_job_says_it_waits_for_a_worker(self, client, campaign, organiser):
         beat("celery@web1", ago=timedelta(minutes=30))
         job = Job.objects.create(campaign=campaign, kind="marker", task_name=marker_task.name)
@@ -252,7 +265,7 @@ class TestWorkerLiveness:
 
     def test_the_worker_heartbeat_writes_its_row_and_marks_it_stopped(self, settings):
         settings.JOB_HEARTBEAT_SECONDS = 0.05
-        heartbeat = jobs.WorkerHeartbeat("celery@here", queues=["pooljudge"])
+        heartbeat = jobs.WorkerHeartbeat("celery@here", queues=[QUEUE])
         heartbeat.start()
         deadline = time.monotonic() + 10
         while not WorkerBeat.objects.filter(name="celery@here").exists():
@@ -261,7 +274,7 @@ class TestWorkerLiveness:
         assert jobs.worker_status().alive == ("celery@here",)
         heartbeat.stop()
         row = WorkerBeat.objects.get(name="celery@here")
-        assert (row.queues, row.stopped_at is not None) == ("pooljudge", True)
+        assert (row.queues, row.stopped_at is not None) == (QUEUE, True)
         assert not jobs.worker_status().ok
 
 
