@@ -18,12 +18,14 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import OperationalError, connection, transaction
 from django.urls import reverse
 from django.utils import timezone
 
 from campaigns import jobs
-from campaigns.models import Job, Topic, WorkerBeat
+from campaigns.models import Job, Topic, Upload, UploadChunk, WorkerBeat
+from campaigns.uploads import store_upload
 from pooljudge.celery import app
 from tests.conftest import HAS_BROKER, require, wait_for_job
 from tests.worker_tasks import marker_task
@@ -263,8 +265,19 @@ class TestWorkerLiveness:
         assert deep.status_code == (200 if all(checks.values()) else 503)
         assert deep.json()["workers"]["alive"] == 1
 
-    def test_the_worker_heartbeat_writes_its_row_and_marks_it_stopped(self, settings):
+    def test_the_worker_heartbeat_writes_its_row_does_the_housekeeping_and_marks_it_stopped(
+        self, campaign, settings
+    ):
         settings.JOB_HEARTBEAT_SECONDS = 0.05
+        expired = store_upload(campaign=campaign, kind="runs", file=SimpleUploadedFile("r", b"x\n"))
+        failed = Job.objects.create(
+            campaign=campaign,
+            kind="import_runs",
+            task_name="x",
+            status=Job.Status.FAILED,
+            finished_at=timezone.now() - timedelta(days=30),
+        )
+        Upload.objects.filter(pk=expired.pk).update(job=failed)
         heartbeat = jobs.WorkerHeartbeat("celery@here", queues=[QUEUE])
         heartbeat.start()
         deadline = time.monotonic() + 10
@@ -272,6 +285,10 @@ class TestWorkerLiveness:
             assert time.monotonic() < deadline
             time.sleep(0.02)
         assert jobs.worker_status().alive == ("celery@here",)
+        # Its first round also deleted the bytes of the import that failed a month ago.
+        while UploadChunk.objects.filter(upload=expired).exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
         heartbeat.stop()
         row = WorkerBeat.objects.get(name="celery@here")
         assert (row.queues, row.stopped_at is not None) == (QUEUE, True)
