@@ -14,4 +14,4 @@ COPY . .
 RUN useradd --system --uid 1000 pooljudge && mkdir -p /data && chown pooljudge /data
 USER pooljudge
 EXPOSE 8000
-CMD ["gunicorn", "pooljudge.wsgi", "--preload", "--bind", "0.0.0.0:8000", "--workers", "4", "--access-logfile", "-"]
+CMD ["gunicorn", "pooljudge.wsgi", "--preload", "--bind", "0.0.0.0:8000", "--workers", "4", "--timeout", "120", "--access-logfile", "-"]

@@ -524,6 +524,29 @@ class Job(models.Model):
         return self.status in self.FINAL
 
     @property
+    def is_lost(self) -> bool:
+        """Running, but no heartbeat for ``JOB_STALE_AFTER_SECONDS``: its worker is gone (killed,
+        out of memory, restarted), and it can be retried or cancelled at once."""
+        from campaigns.jobs import stale_cutoff
+
+        return self.status == self.Status.RUNNING and (
+            self.heartbeat_at is None or self.heartbeat_at < stale_cutoff()
+        )
+
+    @property
+    def state(self) -> str:
+        """The status as the pages show it: a lost job is not running any more."""
+        return "lost" if self.is_lost else self.status
+
+    @property
+    def state_label(self) -> str:
+        return "Lost" if self.is_lost else self.get_status_display()
+
+    @property
+    def can_retry(self) -> bool:
+        return self.status in (self.Status.FAILED, self.Status.CANCELLED) or self.is_lost
+
+    @property
     def percent(self) -> int | None:
         if not self.progress_total:
             return None
@@ -533,7 +556,9 @@ class Job(models.Model):
     def duration(self) -> timedelta | None:
         if self.started_at is None:
             return None
-        return (self.finished_at or timezone.now()) - self.started_at
+        # A lost job ran until its last heartbeat, not until now.
+        end = self.finished_at or (self.heartbeat_at if self.is_lost else None) or timezone.now()
+        return end - self.started_at
 
 
 class Upload(models.Model):
@@ -573,3 +598,22 @@ class UploadChunk(models.Model):
 
     def __str__(self) -> str:
         return f"{self.upload_id}#{self.seq}"
+
+
+class WorkerBeat(models.Model):
+    """A Celery worker's sign of life, written every few seconds by a thread in its main process
+    (campaigns.jobs.WorkerHeartbeat), so that the jobs page and ``/healthz?deep=1`` can say that
+    no worker is running, and since when, without asking the broker."""
+
+    name = models.CharField(max_length=200, unique=True, help_text="Celery node name")
+    pid = models.PositiveIntegerField(default=0)
+    queues = models.CharField(max_length=500, blank=True)
+    started_at = models.DateTimeField()
+    seen_at = models.DateTimeField()
+    stopped_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["-seen_at"], name="workerbeat_seen_idx")]
+
+    def __str__(self) -> str:
+        return self.name

@@ -23,7 +23,15 @@ from campaigns.forms import (
 from campaigns.members import add_member
 from campaigns.models import COMMAND_KEYS, Campaign, Job, Upload
 from campaigns.scales import SCALES
-from campaigns.uploads import IMPORTERS, UploadRefused, store_upload
+from campaigns.uploads import (
+    IMPORTERS,
+    Limits,
+    UploadRefused,
+    bytes_kept_until,
+    purge_expired_bytes,
+    store_upload,
+    upload_refusals,
+)
 
 
 @login_required
@@ -185,6 +193,7 @@ def files(request: HttpRequest, slug: str) -> HttpResponse:
         "cards": _import_cards(campaign),
         "counts": _file_counts(campaign),
         "recent": campaign.jobs.filter(kind__in=IMPORT_KINDS)[:10],
+        "limits": Limits.current(),
     }
     return render(request, "campaigns/files.html", context)
 
@@ -198,7 +207,15 @@ def upload(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
         raise Http404("No such kind of file.")
     form = ImportForm(request.POST, request.FILES, importer=importer)
     job = None
-    if form.is_valid():
+    refusals = upload_refusals(request)
+    if refusals:
+        # A limit was passed while the files streamed in: what did arrive is not stored either,
+        # and the refusal replaces whatever the field would say about the files it lacks.
+        form.is_valid()
+        form.errors.pop("files", None)
+        for refusal in refusals:
+            form.add_error("files", refusal)
+    elif form.is_valid():
         try:
             with transaction.atomic():
                 stored = [
@@ -220,6 +237,9 @@ def upload(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
         except UploadRefused as exc:
             form.add_error("files", str(exc))
             job = None
+        else:
+            # New bytes arrive: the expired bytes of failed imports leave (cheap when none).
+            purge_expired_bytes()
     if job is not None and not request.htmx:
         messages.info(request, f"{importer.title}: import started.")
         return redirect("campaigns:files", slug=slug)
@@ -233,13 +253,16 @@ def upload(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
     }
     if request.htmx:
         return render(
-            request, "campaigns/files.html#import-card", {"campaign": campaign, "card": card}
+            request,
+            "campaigns/files.html#import-card",
+            {"campaign": campaign, "card": card, "limits": Limits.current()},
         )
     context = {
         "campaign": campaign,
         "cards": _import_cards(campaign, {kind: form}),
         "counts": _file_counts(campaign),
         "recent": campaign.jobs.filter(kind__in=IMPORT_KINDS)[:10],
+        "limits": Limits.current(),
     }
     return render(request, "campaigns/files.html", context, status=400)
 
@@ -261,10 +284,16 @@ def job_list(request: HttpRequest, slug: str) -> HttpResponse:
     page = Paginator(campaign.jobs.select_related("created_by"), 50).get_page(
         request.GET.get("page")
     )
-    context = {"campaign": campaign, "jobs": page, "any_active": any(not j.is_final for j in page)}
+    context = {
+        "campaign": campaign,
+        "jobs": page,
+        "any_active": any(not j.is_final for j in page),
+        "workers": jobs.worker_status(),
+    }
     template = "campaigns/jobs.html#job-table" if request.htmx else "campaigns/jobs.html"
     response = render(request, template, context)
-    if request.htmx and not context["any_active"]:
+    # Without a worker the page keeps looking, so that it says so the moment one answers.
+    if request.htmx and not context["any_active"] and context["workers"].ok:
         response.status_code = HttpResponseStopPolling.status_code
     return response
 
@@ -278,7 +307,8 @@ def job_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         if job.is_final:
             response.status_code = HttpResponseStopPolling.status_code
         return response
-    return render(request, "campaigns/job_detail.html", {"campaign": campaign, "job": job})
+    context = {"campaign": campaign, "job": job, "bytes_kept_until": bytes_kept_until(job)}
+    return render(request, "campaigns/job_detail.html", context)
 
 
 @login_required

@@ -164,11 +164,24 @@ STORAGES = {
 }
 MEDIA_ROOT = DATA_DIR / "media"
 
-# Uploads: files stream to disk above this size instead of memory; the import forms enforce
-# their own (larger) per-file limits.
+# Uploads: files stream to disk above this size instead of memory, and are stored in the
+# database chunk by chunk (campaigns/uploads.py). UploadLimits counts files and bytes while a
+# request streams in and stops it at the first limit passed, with a message the page shows;
+# Django's own file-count limit (a bare "Bad Request (400)") is set just above it as a backstop.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 POOLJUDGE_MAX_UPLOAD_BYTES = env_int("POOLJUDGE_MAX_UPLOAD_BYTES", 1024 * 1024 * 1024)
+POOLJUDGE_MAX_UPLOAD_TOTAL_BYTES = env_int("POOLJUDGE_MAX_UPLOAD_TOTAL_BYTES", 4 * 1024**3)
+POOLJUDGE_MAX_UPLOAD_FILES = env_int("POOLJUDGE_MAX_UPLOAD_FILES", 1000)
+DATA_UPLOAD_MAX_NUMBER_FILES = POOLJUDGE_MAX_UPLOAD_FILES + 1
+FILE_UPLOAD_HANDLERS = [
+    "campaigns.uploads.UploadLimits",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
+# The bytes of an upload whose import failed or was cancelled are kept this long for a retry,
+# then deleted (by every worker once an hour, on every new upload, and `manage.py purge_uploads`).
+POOLJUDGE_UPLOAD_RETENTION_HOURS = env_float("POOLJUDGE_UPLOAD_RETENTION_HOURS", 7 * 24.0)
 # Decompressed bytes allowed per compressed byte, against gzip bombs.
 POOLJUDGE_MAX_GZIP_RATIO = env_int("POOLJUDGE_MAX_GZIP_RATIO", 200)
 

@@ -55,16 +55,36 @@ def _broker_ok() -> bool | None:
         return False
 
 
+def _workers() -> dict:
+    from campaigns.jobs import worker_status
+
+    try:
+        return worker_status().as_dict()
+    except Exception:
+        log.exception("healthz: worker check failed")
+        return {"ok": False}
+
+
 @never_cache
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    """200 when the database (and the broker, when one is configured) answer; 503 otherwise."""
+    """200 when the database (and the broker, when one is configured) answer; 503 otherwise.
+
+    ``?deep=1`` also asks whether a Celery worker has beaten within JOB_STALE_AFTER_SECONDS (its
+    row in the WorkerBeat table): 503 when none has, with when the last one was heard from. The
+    plain check stays cheap and independent of the workers, for the web container's own health
+    check (a web server is healthy while its workers restart)."""
     checks = {"database": _database_ok()}
     broker = _broker_ok()
     if broker is not None:
         checks["broker"] = broker
+    body: dict = {}
+    if request.GET.get("deep") in ("1", "true", "yes"):
+        workers = _workers() if checks["database"] else {"ok": False}
+        checks["worker"] = workers.pop("ok")
+        body["workers"] = workers
     healthy = all(checks.values())
     return JsonResponse(
-        {"status": "ok" if healthy else "unavailable", "checks": checks},
+        {"status": "ok" if healthy else "unavailable", "checks": checks, **body},
         status=200 if healthy else 503,
     )

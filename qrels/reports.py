@@ -35,8 +35,7 @@ from django_htmx.http import HttpResponseClientRefresh
 from campaigns import jobs
 from campaigns.access import get_campaign_for
 from campaigns.models import Assessor, Campaign, Job, Judgment, Upload
-from campaigns.textfiles import ParseError
-from campaigns.uploads import UploadRefused, store_upload
+from campaigns.uploads import UploadRefused, store_upload, upload_refusals
 from pooling.models import Pool
 from qrels import agreement, report_plots, runscores
 from qrels.evaluation import MEASURES
@@ -517,26 +516,20 @@ def _enqueue(
 
 
 def _read_upload(request: HttpRequest, campaign: Campaign) -> tuple[UploadForm, Any, list[str]]:
-    """(form, (upload, qrels) or None, problems): the uploaded qrels file checked now, so a bad
-    line is reported at once with its line number, then stored for the job."""
+    """(form, (upload, None) or None, problems): the uploaded qrels file stored for the job,
+    which parses it (a big file would outlast the request); a bad line fails the job, whose page
+    lists every problem with its line number."""
     form = UploadForm(request.POST, request.FILES)
-    if not form.is_valid():
-        return form, None, []
+    refusals = upload_refusals(request)
+    if refusals or not form.is_valid():
+        return form, None, refusals
     file = form.cleaned_data["qrels"]
-    try:
-        qrels = runscores.parse_upload(file, name=file.name, on_conflict=form.conflict_policy())
-    except ParseError as exc:
-        problems = [str(problem) for problem in exc.problems]
-        if exc.more:
-            problems.append(f"… and {exc.more:,} more")
-        return form, None, problems
-    file.seek(0)
     try:
         upload = store_upload(campaign=campaign, kind=UPLOAD_KIND, file=file, user=request.user)
     except UploadRefused as exc:
         form.add_error("qrels", str(exc))
         return form, None, []
-    return form, (upload, qrels), []
+    return form, (upload, None), []
 
 
 def _upload_source(upload: Upload) -> runscores.QrelsSource:

@@ -59,9 +59,12 @@ def _build_report(job, progress) -> dict:
     """An evaluation, ranking-stability or pool-bias report (qrels.runscores.run_report) of the
     job's campaign, from the options in its params; an uploaded qrels file is read from the
     campaign's stored uploads (params["uploads"]: option key -> upload id)."""
+    import tempfile
+    from pathlib import Path
+
     from campaigns.models import Upload
     from campaigns.textfiles import ParseError
-    from campaigns.uploads import discard_bytes, upload_bytes
+    from campaigns.uploads import copy_upload, discard_bytes
     from qrels.policies import PolicyConflict
     from qrels.runscores import parse_upload, run_report
 
@@ -72,12 +75,14 @@ def _build_report(job, progress) -> dict:
         upload = Upload.objects.filter(pk=pk, campaign=job.campaign).first()
         if upload is None or not upload.chunks.exists():
             raise JobFailed("The uploaded qrels file is no longer stored; upload it again.")
+        progress.update(message=f"reading {upload.name}")
         try:
-            uploaded[key] = parse_upload(
-                upload_bytes(upload),
-                name=upload.name,
-                on_conflict=params.get("on_conflict") or "refuse",
-            )
+            with tempfile.TemporaryDirectory(prefix="pooljudge-report-") as scratch:
+                uploaded[key] = parse_upload(
+                    copy_upload(upload, Path(scratch) / "qrels"),
+                    name=upload.name,
+                    on_conflict=params.get("on_conflict") or "refuse",
+                )
         except ParseError as exc:
             raise JobFailed(
                 f"{upload.name} is not a qrels file trec_eval reads.",

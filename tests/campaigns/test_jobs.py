@@ -15,6 +15,7 @@ from campaigns import jobs
 from campaigns.models import Job, Topic
 from tests.conftest import HAS_BROKER, wait_for_job
 from tests.worker_tasks import marker_task
+from tests.workers import FAST_REDELIVERY
 
 
 def _enqueue(campaign, **params) -> Job:
@@ -169,13 +170,7 @@ def test_a_task_that_kills_its_worker_every_time_is_given_up(campaign, worker_fa
 def test_sigkill_of_the_whole_worker_mid_job_is_redelivered_and_done_once(
     campaign, worker_factory, tmp_path
 ):
-    fast_restore = {
-        "CELERY_VISIBILITY_TIMEOUT": "6",
-        "CELERY_TASK_TIME_LIMIT": "5",
-        "CELERY_UNACKED_RESTORE_INTERVAL": "1",
-        "CELERY_UNACKED_RESTORE_THROTTLE": "1",
-    }
-    first = worker_factory(**fast_restore)
+    first = worker_factory(**FAST_REDELIVERY)
     flag = tmp_path / "started"
     job = _enqueue(campaign, steps=8, step_seconds=0.4, started_flag=str(flag))
     deadline = time.monotonic() + 30
@@ -186,7 +181,7 @@ def test_sigkill_of_the_whole_worker_mid_job_is_redelivered_and_done_once(
     job.refresh_from_db()
     assert job.status == Job.Status.RUNNING
 
-    second = worker_factory(**fast_restore)
+    second = worker_factory(**FAST_REDELIVERY)
     job = wait_for_job(job, timeout=90)
     assert job.status == Job.Status.DONE, (job.error, second.log())
     assert job.attempts == 2

@@ -9,8 +9,10 @@ written; pooling_run, whose rows are inserted after every run topic is copied), 
 at that write inside its transaction, with all its other work done but not committed. The test
 sees the worker's backend waiting in pg_locks, kills, then releases the lock; the dead worker's
 backend finds its client gone and rolls back. Where no worker is left to retry (the whole worker
-was killed), the test first checks that nothing of the first attempt was committed, then starts a
-second worker, to which the broker hands the unacknowledged message again.
+was killed), the test first checks that nothing of the first attempt was committed, then, with
+Redis's default visibility timeout (an hour before it would hand the message to anyone again),
+waits for the jobs page to offer Retry on the lost job (within JOB_STALE_AFTER_SECONDS + 10 s),
+retries from the page and starts a second worker.
 
 PostgreSQL and Redis only (as CI runs them): the jobs run in real ``celery worker`` processes.
 """
@@ -45,15 +47,13 @@ from tests.workers import WorkerProcess
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 KILLS = ("pool-process", "whole-worker")
-# The whole worker is gone: Redis hands its unacknowledged message to the next worker once the
-# visibility timeout has passed, looked for every second.
-FAST_RESTORE = {
-    "CELERY_VISIBILITY_TIMEOUT": "6",
-    "CELERY_TASK_TIME_LIMIT": "5",
-    "CELERY_UNACKED_RESTORE_INTERVAL": "1",
-    "CELERY_UNACKED_RESTORE_THROTTLE": "1",
-}
 WAIT = 60.0  # seconds to wait for a state before giving up (never an assertion on time)
+STALE_AFTER = 3.0  # the workers' JOB_STALE_AFTER_SECONDS (tests/conftest.py worker_env)
+
+
+@pytest.fixture(autouse=True)
+def _stale_like_the_workers(settings):
+    settings.JOB_STALE_AFTER_SECONDS = STALE_AFTER
 
 
 @pytest.fixture(autouse=True)
@@ -165,18 +165,34 @@ def node(worker: WorkerProcess) -> str:
     return worker.name.split("@")[0] + "@"
 
 
+def retry_from_the_jobs_page(client, job: Job) -> None:
+    """What an organiser does once the whole worker is gone: the jobs page offers Retry on the
+    lost job within JOB_STALE_AFTER_SECONDS (+ 10 s of slack), whatever Redis's visibility
+    timeout; the retry queues it for the next worker."""
+    jobs_page = reverse("campaigns:jobs", args=[job.campaign.slug])
+    retry = reverse("campaigns:job_retry", args=[job.campaign.slug, job.pk])
+    deadline = time.monotonic() + STALE_AFTER + 10
+    while retry not in client.get(jobs_page).content.decode():
+        assert time.monotonic() < deadline, "the jobs page never offered Retry"
+        time.sleep(0.2)
+    assert client.post(retry).status_code == 302
+    job.refresh_from_db()
+    assert job.status == Job.Status.QUEUED
+
+
 # --- A pool build ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("how", KILLS)
-def test_sigkill_mid_pool_build_builds_the_pool_once(how, campaign, worker_factory):
+def test_sigkill_mid_pool_build_builds_the_pool_once(
+    how, campaign, organiser_client, worker_factory
+):
     lists = synthetic_campaign(campaign, runs=8, topics=12, length=120, vocabulary=400)
     expected = expected_pairs(strategies.depth_pool(lists, depth=50))
     pool = create_pool(campaign=campaign, strategy="depth", params={"depth": 50})  # queued
-    env = FAST_RESTORE if how == "whole-worker" else {}
 
     with TableLock(Pool) as lock:
-        first = worker_factory(**env)
+        first = worker_factory()
         backend = lock.waiter(first)
         # Every entry is written (uncommitted); the build waits to mark the pool built.
         assert backend.query.startswith('UPDATE "pooling_pool"'), backend
@@ -193,7 +209,8 @@ def test_sigkill_mid_pool_build_builds_the_pool_once(how, campaign, worker_facto
         assert (job.status, job.attempts) == (Job.Status.RUNNING, 1)
         assert (pool.status, pool.size) == (Pool.Status.BUILDING, 0)
         assert not PoolEntry.objects.exists()
-        last = worker_factory(**env)
+        retry_from_the_jobs_page(organiser_client, job)
+        last = worker_factory()
     else:
         last = first  # its main process starts a new pool process, which retries the job
     job = wait_for_job(job, timeout=120)
@@ -276,7 +293,6 @@ def test_sigkill_mid_run_import_stores_each_run_once(
     make_topics(campaign, TOPICS)
     files = run_files(4)
     expected = stored_as_parsed(files)
-    env = FAST_RESTORE if how == "whole-worker" else {}
 
     with TableLock(Run) as lock:
         # The Files page: the uploads are stored and the import job is queued at commit.
@@ -286,7 +302,7 @@ def test_sigkill_mid_run_import_stores_each_run_once(
         )
         assert response.status_code == 302
         job = Job.objects.get(kind="import_runs")
-        first = worker_factory(**env)
+        first = worker_factory()
         backend = lock.waiter(first)
         # Every run topic of every file is copied (uncommitted); the runs' rows wait.
         assert backend.query.startswith('INSERT INTO "pooling_run"'), backend
@@ -302,7 +318,8 @@ def test_sigkill_mid_run_import_stores_each_run_once(
         assert not Run.objects.exists()
         assert not RunTopic.objects.exists()
         assert UploadChunk.objects.exists()  # the retry reads the uploads again
-        last = worker_factory(**env)
+        retry_from_the_jobs_page(organiser_client, job)
+        last = worker_factory()
     else:
         last = first
     job = wait_for_job(job, timeout=120)
