@@ -201,7 +201,7 @@ def run_import_job(job, progress, importer: Callable[..., ImportSummary]) -> dic
                 user=job.created_by,
             )
     except ParseError as exc:
-        count = len(exc.problems) + exc.more
+        count = exc.count
         raise JobFailed(
             f"Nothing was imported: {count:,} problem{'s' if count != 1 else ''} found.",
             result={"problems": [str(problem) for problem in exc.problems], "more": exc.more},
