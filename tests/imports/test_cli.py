@@ -145,7 +145,8 @@ class TestImportRuns:
         message = refused("import_runs", campaign.slug, str(b))
         assert message == (
             "Nothing was imported: 1 problem.\n"
-            f"{b}: a run tagged b is already imported; import with replace to supersede it."
+            f"{b} line 1: a run tagged 'b' is already imported; import with --replace (on the "
+            "upload page: “Replace runs with the same tag”) to supersede it"
         )
         out, _ = command("import_runs", campaign.slug, str(b), "--replace")
         assert out == "Imported runs: 1 runs, 1 lines, 1 run topics, 1 replaced.\n"
