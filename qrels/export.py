@@ -89,6 +89,7 @@ SIDECAR_COLUMNS = (
     "label",
     "assessor",
     "source",
+    "iteration",
     "rubric_version",
     "revisions",
     "position",
@@ -104,14 +105,15 @@ SIDECAR_COLUMNS = (
     "unsure",
     "note",
 )
-TEXT_COLUMNS = ("topic", "docid", "assessor", "source", "note")
+TEXT_COLUMNS = ("topic", "docid", "assessor", "source", "iteration", "note")
 # A spreadsheet reads a cell starting with one of these as a formula (or, for tab and carriage
 # return, may shift it into one); a leading quote is added to such text cells, and to cells that
 # already start with a quote, so that removing one leading quote always restores the value.
 RISKY_FIRST = frozenset("=+-@'\t\r")
 SAFETY_RULE = (
-    "Text cells (topic, docid, assessor, source, note) that start with = + - @ ' or a tab or "
-    "carriage return get one extra ' in front, so no spreadsheet reads them as a formula. "
+    "Text cells (topic, docid, assessor, source, iteration, note) that start with = + - @ ' or "
+    "a tab or carriage return get one extra ' in front, so no spreadsheet reads them as a "
+    "formula. "
     "To recover the value, remove one leading ' from a text cell that starts with one. "
     "Labels and other numbers are never changed."
 )
@@ -410,7 +412,7 @@ def _neutralised_sql(expression: str) -> str:
     )
 
 
-# A sidecar row is ROW_COLUMNS (0-7), the raw note (8), then the 19 TSV cells (SIDECAR_COLUMNS)
+# A sidecar row is ROW_COLUMNS (0-7), the raw note (8), then the 20 TSV cells (SIDECAR_COLUMNS)
 # exactly as they are written. On PostgreSQL the database writes the cells (neutralised text,
 # ISO times, flags as 1/0, COPY escapes) and they reach the file untouched.
 NOTE = len(ROW_COLUMNS)
@@ -447,6 +449,10 @@ def _json_sql(c: dict[str, str]) -> str:
         ("label", "j.label"),
         ("assessor", _json_string_sql(c["assessor"])),
         ("source", "'\"' || j.source || '\"'"),
+        (
+            "iteration",
+            f"(CASE WHEN j.iteration = '' THEN 'null' ELSE {_json_string_sql('j.iteration')} END)",
+        ),
         ("rubric_version", number(c["rubric_version"])),
         ("revisions", "j.version"),
         ("position", number("j.position")),
@@ -478,6 +484,7 @@ def _sidecar_sql(c: dict[str, str]) -> list[str]:
         "j.label",
         _neutralised_sql(c["assessor"]),
         "j.source",
+        _neutralised_sql("j.iteration"),
         c["rubric_version"],
         "j.version",
         "j.position",
@@ -501,6 +508,7 @@ def _sidecar_raw(c: dict[str, str]) -> list[str]:
     return [
         "j.note",
         "j.source",
+        "j.iteration",
         c["rubric_version"],
         "j.version",
         "j.position",
@@ -519,6 +527,7 @@ _RAW_CONVERTERS = (
     *ROW_CONVERTERS,
     as_text,
     as_text,
+    as_text,
     as_int,
     as_int,
     as_int,
@@ -534,16 +543,17 @@ _RAW_CONVERTERS = (
 
 
 def tsv_cells(f: list[str]) -> list[str]:
-    """The 19 TSV cells from a raw row (ROW_COLUMNS, then the values of _sidecar_raw)."""
+    """The 20 TSV cells from a raw row (ROW_COLUMNS, then the values of _sidecar_raw)."""
     (topic, doc, label, _, _, first, pool, who, note) = f[:HEAD]
-    (source, rubric, revisions, position, served, judged, seconds, active) = f[HEAD : HEAD + 8]
-    (stratum, probability, unreadable, unsure) = f[HEAD + 8 :]
+    (source, iteration, rubric, revisions, position, served, judged) = f[HEAD : HEAD + 7]
+    (seconds, active, stratum, probability, unreadable, unsure) = f[HEAD + 7 :]
     return [
         _safe(topic),
         _safe(doc),
         label,
         _safe(who),
         source,
+        _safe(iteration),
         rubric,
         revisions,
         position,
@@ -565,11 +575,19 @@ _json_string = json.encoder.encode_basestring  # the C encoder json.dumps(ensure
 _NOT_A_NUMBER = frozenset({"", "NaN", "Infinity", "-Infinity"})  # JSON has none of these
 _JSON_LINE = (
     '{"topic": %s, "docid": %s, "label": %s, "assessor": %s, "source": "%s", '
-    '"rubric_version": %s, "revisions": %s, "position": %s, "served_at": %s, '
+    '"iteration": %s, "rubric_version": %s, "revisions": %s, "position": %s, "served_at": %s, '
     '"first_judged_at": "%s", "judged_at": "%s", "seconds_on_screen": %s, '
     '"active_seconds": %s, "pool": %s, "stratum": %s, "inclusion_probability": %s, '
     '"unreadable": %s, "unsure": %s, "note": %s}'
 )
+
+
+def _json_iteration(cell: str) -> str:
+    """The iteration as JSON from its TSV cell: null when empty, else the raw string."""
+    if not cell:
+        return "null"
+    value = decode_cell(cell) if ("\\" in cell or cell[0] == "'") else cell
+    return _json_string(value)
 
 
 def sidecar_json(head: list[str], cells: list[str]) -> str:
@@ -581,6 +599,7 @@ def sidecar_json(head: list[str], cells: list[str]) -> str:
         label,
         _,
         source,
+        iteration,
         rubric,
         revisions,
         position,
@@ -602,6 +621,7 @@ def sidecar_json(head: list[str], cells: list[str]) -> str:
         label,
         _json_string(unescape(who) if "\\" in who else who),
         source,
+        _json_iteration(iteration),
         rubric or "null",
         revisions,
         position or "null",

@@ -111,8 +111,8 @@ def judged(campaign):
             served_at=T0,
             unsure=minute == 2,
         )
-    judge(campaign, nist, t1, "d9", -1)
-    judge(campaign, nist, t2, "d3", 2)
+    judge(campaign, nist, t1, "d9", -1, iteration="0")
+    judge(campaign, nist, t2, "d3", 2, iteration="0.5")
     run = Run.objects.create(campaign=campaign, tag="bm25-run")
     pool = make_pool(campaign, seed=7)
     pool.runs.add(run)
@@ -258,6 +258,7 @@ class TestSidecar:
             "label": 2,
             "assessor": "a0000001",
             "source": "judged",
+            "iteration": None,  # the column issue 18 added: only imported judgments have one
             "rubric_version": 1,
             "revisions": 1,
             "position": 1,
@@ -277,6 +278,9 @@ class TestSidecar:
         assert {j["source"] for j in imported} == {"imported"}
         assert [j["label"] for j in imported] == [-1, 2]
         assert [j["pool"] for j in imported] == [None, 1]
+        assert [j["iteration"] for j in imported] == ["0", "0.5"]
+        rows = [r for r in read_tsv(tmp_path / "judgments.tsv") if r["assessor"] == "nist"]
+        assert [r["iteration"] for r in rows] == ["0", "0.5"]
 
     def test_risky_cells_are_neutralised_and_decode_back(self, campaign, judged, tmp_path):
         export_bundle(campaign=campaign, destination=tmp_path)
@@ -569,6 +573,8 @@ def test_copy_and_a_cursor_give_the_same_rows_and_sidecar_bytes(campaign, judged
             active_seconds=3.0,
             minute=i,
         )
+    for i, iteration in enumerate(["=Q0", "'0.5", "a\\b", 'say"it']):
+        judge(campaign, judged["nist"], topic, f"=it{i}", 1, iteration=iteration, minute=i)
     Judgment.objects.filter(doc_id="=x1").update(judged_at=datetime(2025, 3, 1, 9, tzinfo=UTC))
     Judgment.objects.filter(doc_id="=x2").update(
         judged_at=datetime(2025, 3, 1, 9, 0, 0, 100, tzinfo=UTC)
