@@ -352,7 +352,7 @@ def test_columns_split_on_ascii_whitespace_only_as_trec_eval_splits_them():
     assert split_fields("1 0\tdoc\u00a0x  1\r") == ["1", "0", "doc\u00a0x", "1"]
     assert split_fields("1\x1c0 d 1") == ["1\x1c0", "d", "1"]
     assert split_fields(" \t ") == []
-    assert split_fields("a b") == "a b".split()
+    assert split_fields("a b") == ["a", "b"]
 
 
 def test_an_id_of_200_characters_is_fine():

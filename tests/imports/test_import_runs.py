@@ -234,8 +234,7 @@ class TestRefused:
     ):
         text = run_lines("r", {"051": [("d1", 1.0)], "51": [("d1", 1.0)], "999": [("d1", 1.0)]})
         assert refused(campaign, [("r.txt", write(tmp_path, "r.txt", text))]) == [
-            "r.txt line 2: topic '51' (of run 'r') is not in the campaign; import the topics "
-            "first",
+            "r.txt line 2: topic '51' (of run 'r') is not in the campaign; import the topics first",
             "r.txt line 3: topic '999' (of run 'r') is not in the campaign; import the topics "
             "first",
         ]
