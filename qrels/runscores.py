@@ -672,9 +672,10 @@ class AssessorInfo:
 
 
 def judging_assessors(campaign: Campaign, *, include_imported: bool = True) -> list[AssessorInfo]:
-    """The campaign's assessors with at least one verdict (label >= 0): people first, then
-    imported sources, each by name. (One index probe per assessor, not a count of judgments.)"""
-    verdicts = Judgment.objects.filter(assessor=OuterRef("pk"), label__gte=0)
+    """The campaign's assessors with at least one label (an imported source of negative labels
+    only included: agreement shows its pairs): people first, then imported sources, each by
+    name. (One index probe per assessor, not a count of judgments.)"""
+    verdicts = Judgment.objects.filter(assessor=OuterRef("pk"))
     assessors = (
         Assessor.objects.filter(campaign=campaign)
         .filter(Exists(verdicts))
@@ -690,10 +691,11 @@ def judging_assessors(campaign: Campaign, *, include_imported: bool = True) -> l
 def agreement_counts(
     *, campaign: Campaign, assessors: Mapping[int, str]
 ) -> dict[tuple[str, str], dict[str, dict[tuple[int, int], int]]]:
-    """(name a, name b) -> topic id -> (a's label, b's label) -> number of pairs both judged,
-    for every two of ``assessors`` (id -> name) with a common judged pair. The database pairs
-    the judgments and counts them (one self-join and GROUP BY), so only the confusion matrices
-    travel, whatever the number of judgments."""
+    """(name a, name b) -> topic id -> (a's label, b's label) -> number of pairs both labelled,
+    for every two of ``assessors`` (id -> name) with a common pair, negative labels included
+    (agreement counts those pairs apart). The database pairs the judgments and counts them (one
+    self-join and GROUP BY), so only the confusion matrices travel, whatever the number of
+    judgments."""
     if len(assessors) < 2:
         return {}
     table = connection.ops.quote_name(Judgment._meta.db_table)
@@ -705,7 +707,7 @@ def agreement_counts(
         f"FROM {table} j1 JOIN {table} j2 ON j2.campaign_id = j1.campaign_id "
         "AND j2.topic_id = j1.topic_id AND j2.doc_id = j1.doc_id "
         "AND j2.assessor_id > j1.assessor_id "
-        f"WHERE j1.campaign_id = %s AND j1.label >= 0 AND j2.label >= 0 "
+        "WHERE j1.campaign_id = %s "
         f"AND j1.assessor_id IN ({marks}) AND j2.assessor_id IN ({marks}) "
         "GROUP BY j1.assessor_id, j2.assessor_id, j1.topic_id, j1.label, j2.label"
     )
@@ -829,6 +831,8 @@ def agreement_data(
 def pair_figures(pair: agreement.PairAgreement) -> dict[str, Any]:
     return {
         "n": pair.n,
+        "negative": pair.negative,
+        "identical": pair.identical,
         "observed": pair.observed,
         "cohen_kappa": pair.cohen_kappa,
         "pooled_kappa": pair.pooled_kappa,
@@ -851,6 +855,7 @@ def agreement_json(data: AgreementData) -> dict[str, Any]:
                 **pair_figures(pair),
                 "labels": pair.labels,
                 "confusion": pair.confusion,
+                "negative_cells": [list(cell) for cell in pair.negative_cells],
                 "ci95": {key: list(value) for key, value in pair.ci.items()},
                 "per_topic": {
                     topic: {
