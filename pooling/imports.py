@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from itertools import islice
 from typing import BinaryIO
 
 from django.db import connection, transaction
@@ -227,13 +228,12 @@ class _RunWriter:
         if not self.copying:
             self.supersede([run.tag])
             run.save(force_insert=True)
-            RunTopic.objects.bulk_create(
-                (
-                    RunTopic(**dict(zip(COPY_COLUMNS, row, strict=True)))
-                    for row in _topic_rows(run.pk, topics, self.topic_pks)
-                ),
-                batch_size=500,
-            )
+            # bulk_create would make a list of every row first: batches keep memory bounded.
+            rows = _topic_rows(run.pk, topics, self.topic_pks)
+            while batch := list(islice(rows, 50)):
+                RunTopic.objects.bulk_create(
+                    RunTopic(**dict(zip(COPY_COLUMNS, row, strict=True))) for row in batch
+                )
             return
         if not self._ids:
             self._end_copy()
