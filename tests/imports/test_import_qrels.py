@@ -61,10 +61,23 @@ class TestImport:
         assert record["judgments"] == 3
         assert len(record["sha256"]) == 64
 
-    def test_the_iteration_column_is_opaque(self, campaign, topics, tmp_path):
+    def test_the_iteration_column_is_opaque_and_kept(self, campaign, topics, tmp_path):
         text = "051 0.5 d1 1\n051  Q0  d2  2\n052\t1\td3\t0\n"
         qrels(campaign, tmp_path, text)
         assert judgments() == [("051", "d1", 1), ("051", "d2", 2), ("052", "d3", 0)]
+        kept = Judgment.objects.order_by("doc_id").values_list("doc_id", "iteration")
+        assert list(kept) == [("d1", "0.5"), ("d2", "Q0"), ("d3", "1")]
+        first = JudgmentRevision.objects.order_by("judgment__doc_id").first()
+        assert first.iteration == "0.5"
+
+    def test_the_same_label_from_another_round_is_a_revision(self, campaign, topics, tmp_path):
+        qrels(campaign, tmp_path, "051 0.5 d1 1\n051 0.5 d2 2\n")
+        again = qrels(campaign, tmp_path, "051 1 d1 1\n051 0.5 d2 2\n")
+        assert again.counts == {"new judgments": 0, "revised": 1, "unchanged": 1}
+        d1 = Judgment.objects.get(doc_id="d1")
+        assert (d1.label, d1.iteration, d1.version) == (1, "1", 2)
+        history = d1.revisions.order_by("version").values_list("iteration", flat=True)
+        assert list(history) == ["0.5", "1"]
 
     def test_negative_labels_are_kept_as_judgments(self, campaign, topics, tmp_path):
         qrels(campaign, tmp_path, "051 0 d1 -1\n051 0 d2 -2\n052 0 d3 1\n")

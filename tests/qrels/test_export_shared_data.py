@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import zipfile
+from collections import Counter
 from pathlib import Path
 
 import ir_measures
@@ -82,6 +83,19 @@ def test_trec_covid_round_one_survives_import_and_export(campaign, tmp_path):
     assert source["imports"][0]["sha256"] == hashlib.sha256(COVID.read_bytes()).hexdigest()
     sidecar = (tmp_path / "bundle" / "judgments.tsv").read_text().splitlines()
     assert len(sidecar) == 1 + 8691
+    # The judging round of every pair (the iteration column) travels in the sidecar.
+    column = sidecar[0].split("\t").index("iteration")
+    rounds = {
+        (row.split("\t")[0], row.split("\t")[1]): row.split("\t")[column] for row in sidecar[1:]
+    }
+    given = {
+        (topic, doc): iteration
+        for topic, iteration, doc, _label in (
+            line.split() for line in COVID.read_text().splitlines()
+        )
+    }
+    assert rounds == given
+    assert Counter(rounds.values()) == {"0.5": 2627, "1": 6064}
 
 
 @pytest.fixture
