@@ -507,41 +507,8 @@ def iter_lines(
     Same decoding rules and errors as read_bytes + decode_lines, except that the ParseError comes
     when the offending line is reached (lines before it have been yielded already).
     """
-    display = source_name(source, name)
-    if encoding is not None and not _ascii_compatible(encoding):
-        # UTF-16/32 cannot be split on bytes; such files are rare enough to read whole.
-        data = read_bytes(source, name=name, max_ratio=max_ratio)
-        yield from enumerate(decode_lines(data, source=display, encoding=encoding), 1)
-        return
-    codec = "utf-8" if encoding is None else encoding
-    try:
-        codecs.lookup(codec)
-    except LookupError:
-        raise ParseError.single(display, None, f"unknown encoding {codec!r}") from None
-    blocks = _byte_blocks(source, display, max_ratio)
-    # The file's start, long enough to judge byte-order marks and NUL bytes as decode_lines does.
-    head = b""
-    for block in blocks:
-        head += block
-        if len(head) >= 2 * SNIFF_SIZE:
-            break
-    head = _check_start(head, display, encoding)
-    sniff = head[:SNIFF_SIZE]
-    number = 0
-    carry = b""
-    for block in itertools.chain([head], blocks):
-        data = carry + block
-        cut = data.rfind(b"\n")
-        if cut == -1:
-            carry = data
-            continue
-        carry = data[cut + 1 :]
-        lines = _decode_block(data[:cut], display, codec, number + 1, sniff)
-        yield from zip(itertools.count(number + 1), lines)
-        number += len(lines)
-    if carry:
-        lines = _decode_block(carry, display, codec, number + 1, sniff)
-        yield from zip(itertools.count(number + 1), lines)
+    for first, text in iter_text_blocks(source, name=name, encoding=encoding, max_ratio=max_ratio):
+        yield from zip(itertools.count(first), text.split("\n"))
 
 
 def iter_text_blocks(
@@ -559,6 +526,7 @@ def iter_text_blocks(
     """
     display = source_name(source, name)
     if encoding is not None and not _ascii_compatible(encoding):
+        # UTF-16/32 cannot be split on bytes; such files are rare enough to read whole.
         lines = decode_lines(
             read_bytes(source, name=name, max_ratio=max_ratio), source=display, encoding=encoding
         )
@@ -571,6 +539,7 @@ def iter_text_blocks(
     except LookupError:
         raise ParseError.single(display, None, f"unknown encoding {codec!r}") from None
     blocks = _byte_blocks(source, display, max_ratio)
+    # The file's start, long enough to judge byte-order marks and NUL bytes as decode_lines does.
     head = b""
     for block in blocks:
         head += block
@@ -609,11 +578,6 @@ def _decode_text(data: bytes, display: str, codec: str, first: int, sniff: bytes
                     text = text[:-1]
             return text
     raise _line_problems(data, display, codec, first, sniff)
-
-
-def _decode_block(data: bytes, display: str, codec: str, first: int, sniff: bytes) -> list[str]:
-    """Decode complete lines (without the final newline) starting at line number `first`."""
-    return _decode_text(data, display, codec, first, sniff).split("\n")
 
 
 def numbered(lines: Iterable[str] | Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
