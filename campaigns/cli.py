@@ -21,7 +21,7 @@ def get_campaign(slug: str) -> Campaign:
 
 def refused(exc: ParseError) -> CommandError:
     """Every problem on its own line, then the count of the rest; the command exits non-zero."""
-    count = len(exc.problems) + exc.more
+    count = exc.count
     return CommandError(
         f"Nothing was imported: {count:,} problem{'s' if count != 1 else ''}.\n{exc}"
     )

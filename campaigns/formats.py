@@ -29,6 +29,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from campaigns.textfiles import (
     ParseError,
@@ -58,6 +59,7 @@ class TopicRecord:
     description: str = ""
     narrative: str = ""
     line: int = 0
+    original_id: str = ""  # the file's own id, when topic_id is the topic's position
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,14 @@ def guess_document_format(head_lines: Sequence[str], *, source: str = "<document
         "cannot tell the documents format from the first lines; choose one of "
         + ", ".join(DOCUMENT_FORMATS),
     )
+
+
+def _refuse_empty(pairs: Sequence[tuple[int, str]], source: str) -> None:
+    """Refuse a file with nothing in it (there is no format to tell): ParseError."""
+    if not any(line.strip() for _, line in pairs):
+        raise ParseError.single(source, None, "is empty")
+    if all(is_skippable(line) for _, line in pairs):
+        raise ParseError.single(source, None, "holds only blank lines and # comments")
 
 
 def _check_format(format: str, known: tuple[str, ...], what: str, source: str) -> None:
@@ -207,14 +217,18 @@ def parse_topics(
     format: str | None = None,
     source: str = "<topics>",
     positional_ids: bool = False,
+    skipped: list[int] | None = None,
 ) -> list[TopicRecord]:
     """Every topic of a topics file, in file order; ParseError listing every problem.
 
     With positional_ids the ids are "1".."N" by position in the file (Cranfield's qrels number
-    queries by position, not by their .I ids); meant for SMART files but applies to any format.
+    queries by position, not by their .I ids), and each record keeps the file's own id in
+    ``original_id``; meant for SMART files but applies to any format. The lines of records
+    left out because they are empty (a SMART file's trailing ".I") are appended to ``skipped``.
     """
     pairs = list(numbered(lines))
     if format is None:
+        _refuse_empty(pairs, source)
         format = guess_topic_format([line for _, line in pairs[:GUESS_LINES]], source=source)
     _check_format(format, TOPIC_FORMATS, "topics", source)
     problems = ProblemCollector(source)
@@ -222,12 +236,14 @@ def parse_topics(
         "trec": _trec_topics,
         "tsv": _tsv_topics,
         "jsonl": _jsonl_topics,
-        "smart": _smart_topics,
+        "smart": partial(_smart_topics, skipped=skipped),
     }[format]
     records = parser(pairs, problems, positional_ids=positional_ids)
     if positional_ids:
         records = [
-            TopicRecord(str(position), r.title, r.description, r.narrative, r.line)
+            TopicRecord(
+                str(position), r.title, r.description, r.narrative, r.line, original_id=r.topic_id
+            )
             for position, r in enumerate(records, 1)
         ]
     else:
@@ -498,8 +514,11 @@ def _smart_marker(line: str) -> str | None:
     return None
 
 
-def _smart_records(pairs, problems: ProblemCollector) -> Iterator[_SmartRecord]:
-    """SMART records with their fields' lines; an empty trailing .I record is dropped."""
+def _smart_records(
+    pairs, problems: ProblemCollector, skipped: list[int] | None = None
+) -> Iterator[_SmartRecord]:
+    """SMART records with their fields' lines; an empty trailing .I record is dropped (and its
+    line appended to ``skipped``)."""
     record: _SmartRecord | None = None
     for number, line in pairs:
         marker = _smart_marker(line)
@@ -525,6 +544,8 @@ def _smart_records(pairs, problems: ProblemCollector) -> Iterator[_SmartRecord]:
         record.fields[record.field].append(line)
     if record is not None and (record.id or record.fields):
         yield record
+    elif record is not None and skipped is not None:
+        skipped.append(record.line)
 
 
 def _smart_text(lines: list[str]) -> str:
@@ -537,9 +558,9 @@ def _smart_text(lines: list[str]) -> str:
     return "\n".join(kept)
 
 
-def _smart_topics(pairs, problems, *, positional_ids):
+def _smart_topics(pairs, problems, *, positional_ids, skipped=None):
     records = []
-    for record in _smart_records(pairs, problems):
+    for record in _smart_records(pairs, problems, skipped):
         if not record.id and not positional_ids:
             problems.add(record.line, "has a .I line without an id")
             continue
@@ -568,16 +589,20 @@ def iter_documents(
     *,
     format: str | None = None,
     source: str = "<documents>",
+    skipped: list[int] | None = None,
 ) -> Iterator[DocumentRecord]:
     """Yield every valid document as it is read; at the end raise ParseError if any were bad.
 
     Streaming, for collections of gigabytes: the caller stores records as they come inside a
     transaction and rolls back on ParseError. Only the ids seen (and their lines) are held, to
-    refuse a document id that appears twice.
+    refuse a document id that appears twice. The lines of records left out because they are
+    empty (a SMART file's trailing ".I") are appended to ``skipped``.
     """
     pairs = numbered(lines)
     if format is None:
         head = list(itertools.islice(pairs, GUESS_LINES))
+        if len(head) < GUESS_LINES:
+            _refuse_empty(head, source)
         format = guess_document_format([line for _, line in head], source=source)
         pairs = itertools.chain(head, pairs)
     _check_format(format, DOCUMENT_FORMATS, "documents", source)
@@ -586,7 +611,7 @@ def iter_documents(
         "trec": _trec_documents,
         "tsv": _tsv_documents,
         "jsonl": _jsonl_documents,
-        "smart": _smart_documents,
+        "smart": partial(_smart_documents, skipped=skipped),
     }[format]
     seen: dict[str, int] = {}
     for record in parser(pairs, problems):
@@ -762,8 +787,8 @@ def _trec_document(text: str, line: int, problems: ProblemCollector) -> Document
     return DocumentRecord(doc_id, title, body.strip("\n"), line)
 
 
-def _smart_documents(pairs, problems):
-    for record in _smart_records(pairs, problems):
+def _smart_documents(pairs, problems, skipped=None):
+    for record in _smart_records(pairs, problems, skipped):
         if not record.id:
             problems.add(record.line, "has a .I line without an id")
             continue

@@ -351,6 +351,10 @@ class Topic(models.Model):
     narrative = models.TextField(blank=True)
     # Order of the topic file: the order organisers know their topics in ("2" before "10").
     position = models.PositiveIntegerField(default=0)
+    # The id the topic file gave it, when it was imported with positional ids (Cranfield's
+    # queries ".I 001", ".I 002", ".I 004" become 1, 2, 3, as its qrels number them); empty
+    # when the id is the file's own.
+    original_id = models.CharField(max_length=ID_MAX_LENGTH, blank=True)
 
     class Meta:
         ordering = ["campaign", "position", "topic_id"]
@@ -407,6 +411,9 @@ class Judgment(models.Model):
         RubricVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     source = models.CharField(max_length=20, choices=Source.choices, default=Source.JUDGED)
+    # The iteration column of the imported qrels line (TREC-COVID's judging round: "0.5", "1"),
+    # exactly as written; empty for a verdict given in Pooljudge.
+    iteration = models.CharField(max_length=ID_MAX_LENGTH, blank=True)
     # Position of the document in this assessor's presentation order (1-based).
     position = models.PositiveIntegerField(null=True, blank=True)
     served_at = models.DateTimeField(null=True, blank=True)
@@ -444,6 +451,8 @@ class JudgmentRevision(models.Model):
     rubric_version = models.ForeignKey(
         RubricVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+    # As on Judgment: the qrels iteration column an imported verdict came with.
+    iteration = models.CharField(max_length=ID_MAX_LENGTH, blank=True)
     served_at = models.DateTimeField(null=True, blank=True)
     judged_at = models.DateTimeField(default=timezone.now)
     seconds_on_screen = models.FloatField(null=True, blank=True)

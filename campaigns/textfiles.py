@@ -15,6 +15,7 @@ from __future__ import annotations
 import codecs
 import itertools
 import os
+import re
 import unicodedata
 import zlib
 from collections.abc import Iterable, Iterator
@@ -22,6 +23,8 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 MAX_PROBLEMS = 100
+# Lines listed for a problem found on many lines (the rest are counted).
+GROUP_LINES = 3
 MAX_ID_LENGTH = 200
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -38,16 +41,30 @@ ENCODING_HINT = "pass --encoding if the file is not UTF-8"
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong with an input file, where the user can find it."""
+    """One thing wrong with an input file, where the user can find it.
+
+    The same message on several lines is one problem: ``line`` is the first of them, ``also``
+    the next few and ``also_more`` how many more there were."""
 
     source: str
     line: int | None
     message: str
+    also: tuple[int, ...] = ()
+    also_more: int = 0
+
+    @property
+    def occurrences(self) -> int:
+        """How many lines have this problem (1 for a problem of the whole file)."""
+        return 1 + len(self.also) + self.also_more
 
     def __str__(self) -> str:
         if self.line is None:
             return f"{self.source}: {self.message}"
-        return f"{self.source} line {self.line}: {self.message}"
+        if not self.also:
+            return f"{self.source} line {self.line}: {self.message}"
+        listed = ", ".join(map(str, (self.line, *self.also)))
+        more = f" … ({self.also_more:,} more)" if self.also_more else ""
+        return f"{self.source} lines {listed}{more}: {self.message}"
 
 
 class ParseError(Exception):
@@ -61,6 +78,11 @@ class ParseError(Exception):
     @classmethod
     def single(cls, source: str, line: int | None, message: str) -> ParseError:
         return cls([Problem(source, line, message)])
+
+    @property
+    def count(self) -> int:
+        """How many problems there were: every line of a grouped one, and those not kept."""
+        return sum(problem.occurrences for problem in self.problems) + self.more
 
     def __str__(self) -> str:
         lines = [str(problem) for problem in self.problems]
@@ -80,31 +102,54 @@ def _rebuild_parse_error(problems: list[Problem], more: int) -> ParseError:
 
 
 class ProblemCollector:
-    """Collects problems of one file: the first MAX_PROBLEMS kept, the rest only counted."""
+    """Collects problems of one file: the first MAX_PROBLEMS kept, the rest only counted.
+
+    A message already reported for another line joins that problem (its first GROUP_LINES
+    lines are listed, the rest counted), so that a file with one mistake on every line reads
+    as one problem, not as a hundred copies of it."""
 
     def __init__(self, source: str) -> None:
         self.source = source
-        self.problems: list[Problem] = []
+        self._kept: list[tuple[int | None, str, list[int], list[int]]] = []
+        self._by_message: dict[str, int] = {}  # message -> its index in _kept
         self.more = 0
 
     def add(self, line: int | None, message: str) -> None:
-        if len(self.problems) < MAX_PROBLEMS:
-            self.problems.append(Problem(self.source, line, message))
+        if line is not None:
+            group = self._by_message.get(message)
+            if group is not None:
+                _first, _message, also, more = self._kept[group]
+                if len(also) < GROUP_LINES - 1:
+                    also.append(line)
+                else:
+                    more[0] += 1
+                return
+        if len(self._kept) < MAX_PROBLEMS:
+            if line is not None:
+                self._by_message[message] = len(self._kept)
+            self._kept.append((line, message, [], [0]))
         else:
             self.more += 1
 
+    @property
+    def problems(self) -> list[Problem]:
+        return [
+            Problem(self.source, line, message, tuple(also), more[0])
+            for line, message, also, more in self._kept
+        ]
+
     def __bool__(self) -> bool:
-        return bool(self.problems)
+        return bool(self._kept)
 
     def __len__(self) -> int:
-        """How many problems were reported, kept or not."""
-        return len(self.problems) + self.more
+        """How many problems were reported, kept or not (every line of a grouped one)."""
+        return sum(1 + len(also) + more[0] for _, _, also, more in self._kept) + self.more
 
     def error(self) -> ParseError:
         return ParseError(self.problems, more=self.more)
 
     def raise_if_any(self) -> None:
-        if self.problems:
+        if self._kept:
             raise self.error()
 
 
@@ -462,11 +507,31 @@ def iter_lines(
     Same decoding rules and errors as read_bytes + decode_lines, except that the ParseError comes
     when the offending line is reached (lines before it have been yielded already).
     """
+    for first, text in iter_text_blocks(source, name=name, encoding=encoding, max_ratio=max_ratio):
+        yield from zip(itertools.count(first), text.split("\n"))
+
+
+def iter_text_blocks(
+    source: str | os.PathLike | BinaryIO,
+    *,
+    name: str | None = None,
+    encoding: str | None = None,
+    max_ratio: int = 200,
+) -> Iterator[tuple[int, str]]:
+    """Yield (number of its first line, text) for blocks of whole lines of about CHUNK_SIZE
+    bytes, without holding the file: for parsers that work on text rather than line by line.
+
+    A block's text is its lines joined by "\\n" (CRLF read as LF), without a final newline;
+    every line is in exactly one block. Same decoding rules and errors as iter_lines.
+    """
     display = source_name(source, name)
     if encoding is not None and not _ascii_compatible(encoding):
         # UTF-16/32 cannot be split on bytes; such files are rare enough to read whole.
-        data = read_bytes(source, name=name, max_ratio=max_ratio)
-        yield from enumerate(decode_lines(data, source=display, encoding=encoding), 1)
+        lines = decode_lines(
+            read_bytes(source, name=name, max_ratio=max_ratio), source=display, encoding=encoding
+        )
+        if lines:
+            yield 1, "\n".join(lines)
         return
     codec = "utf-8" if encoding is None else encoding
     try:
@@ -485,22 +550,22 @@ def iter_lines(
     number = 0
     carry = b""
     for block in itertools.chain([head], blocks):
-        data = carry + block
+        data = carry + block if carry else block
         cut = data.rfind(b"\n")
         if cut == -1:
             carry = data
             continue
         carry = data[cut + 1 :]
-        lines = _decode_block(data[:cut], display, codec, number + 1, sniff)
-        yield from zip(itertools.count(number + 1), lines)
-        number += len(lines)
+        text = _decode_text(data[:cut], display, codec, number + 1, sniff)
+        yield number + 1, text
+        number += text.count("\n") + 1
     if carry:
-        lines = _decode_block(carry, display, codec, number + 1, sniff)
-        yield from zip(itertools.count(number + 1), lines)
+        yield number + 1, _decode_text(carry, display, codec, number + 1, sniff)
 
 
-def _decode_block(data: bytes, display: str, codec: str, first: int, sniff: bytes) -> list[str]:
-    """Decode complete lines (without the final newline) starting at line number `first`."""
+def _decode_text(data: bytes, display: str, codec: str, first: int, sniff: bytes) -> str:
+    """Decode complete lines (without the final newline) starting at line number `first`,
+    CRLF read as LF."""
     if b"\x00" not in data:
         try:
             text = data.decode(codec)
@@ -509,10 +574,9 @@ def _decode_block(data: bytes, display: str, codec: str, first: int, sniff: byte
         else:
             if "\r" in text:
                 text = text.replace("\r\n", "\n")
-            lines = text.split("\n")
-            if lines[-1].endswith("\r"):
-                lines[-1] = lines[-1][:-1]
-            return lines
+                if text.endswith("\r"):  # the CR of a CRLF cut off with its LF
+                    text = text[:-1]
+            return text
     raise _line_problems(data, display, codec, first, sniff)
 
 
@@ -543,6 +607,31 @@ def is_skippable(line: str) -> bool:
 
 
 _REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp", "Zs"})
+# trec_eval separates the columns of runs and qrels with ASCII whitespace only (C's isspace).
+TREC_EVAL_WHITESPACE = " \t\n\r\f\v"
+_TREC_EVAL_SPLIT = re.compile(r"[ \t\n\r\f\v]+")
+# Whitespace to Python's str.split() but not to trec_eval: no-break spaces, the ASCII
+# information separators (0x1C-0x1F), NEL, the Unicode spaces and line separators.
+OTHER_WHITESPACE = re.compile(r"[^\S \t\n\r\f\v]")
+
+
+def split_fields(line: str) -> list[str]:
+    """The whitespace-separated columns of a run or qrels line, split as trec_eval splits them:
+    on ASCII whitespace only. A no-break space inside an id stays inside it (and the id is then
+    refused by :func:`check_id` with a message that names the character), where ``str.split()``
+    would quietly make one more column of it."""
+    if OTHER_WHITESPACE.search(line) is None:
+        return line.split()
+    stripped = line.strip(TREC_EVAL_WHITESPACE)
+    return _TREC_EVAL_SPLIT.split(stripped) if stripped else []
+
+
+def describe_char(char: str) -> str:
+    """``a no-break space (U+00A0)``, or ``the character U+001C`` for one without a name."""
+    name = unicodedata.name(char, "").lower()
+    if not name:
+        return f"the character U+{ord(char):04X}"
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name} (U+{ord(char):04X})"
 
 
 def check_id(value: str) -> str | None:
@@ -563,7 +652,13 @@ def check_id(value: str) -> str | None:
         return None
     for char in value:
         if char.isspace():
-            return "contains whitespace"
+            if char in TREC_EVAL_WHITESPACE:
+                return "contains whitespace"
+            return (
+                f"contains {describe_char(char)}: trec_eval splits columns on ASCII whitespace "
+                "only and would keep it inside the id, but most other tools split there; "
+                "replace it (ids cannot contain whitespace)"
+            )
         if unicodedata.category(char) in _REFUSED_CATEGORIES:
             return f"contains the control character U+{ord(char):04X}"
     return None

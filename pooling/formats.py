@@ -1,14 +1,23 @@
-"""TREC run files: `topic Q0 docid rank score tag`, read fast and exactly, written back.
+"""TREC run files: `topic Q0 docid rank score tag`, read fast, exactly and in bounded memory,
+written back.
 
-Order is trec_eval's: score descending, ties broken by document id descending; the file's rank
-column is kept (real runs have 0-based and reversed ranks) but never trusted for order.
+Order is trec_eval's, at trec_eval's precision: score descending compared as a 32-bit float
+(trec_eval and pytrec_eval hold a run's scores in C floats, so scores that differ only beyond a
+float's 7 digits tie there), ties broken by document id descending (code-point order, what
+strcmp gives on UTF-8). So the top k of a ranked list here is exactly the top k trec_eval
+evaluates. The scores themselves are kept as written (float64); the file's rank column is kept
+(real runs have 0-based and reversed ranks) but never trusted for order.
 
-Reading is the hot path of a campaign import (hundreds of runs of 50,000 lines), so parse_run
-runs a fast pass made of C-level operations only (split, map, groupby, float, sort) that
-validates cheaply and, only when something looks off, hands the file to a careful pass that
-checks every line and collects every problem with its line number. The careful pass is the
-authority: the fast pass may send a valid file to it (a comment line, a private-use character in
-an id) but never accepts a file the careful pass would refuse. Nothing here imports Django.
+Reading is the hot path of a campaign import (hundreds of runs of 50,000 lines, or one file of
+gigabytes), so the reader works through the text in chunks of about 128K characters: a fast pass
+made of C-level operations only (split, map, groupby, float, sort) validates a chunk cheaply and,
+only when something in it looks off, hands that chunk to a careful pass that checks every line
+and collects every problem with its line number. The careful pass is the authority: the fast pass
+may send a valid chunk to it (a comment line, a private-use character in an id) but never accepts
+a line the careful pass would refuse. Each topic of each run is ordered as soon as its lines end
+and handed to a sink: a list in memory (:func:`parse_run`, :func:`read_run_file`) or a spill
+file of packed topics (:func:`read_spilled_run_file`, what imports use), so an import holds one
+chunk and one topic at a time, whatever the size of the file. Nothing here imports Django.
 """
 
 from __future__ import annotations
@@ -17,25 +26,29 @@ import contextlib
 import io
 import math
 import os
+import pickle
+import shutil
+import tempfile
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from itertools import chain, compress, groupby, islice
 from operator import eq
-from typing import BinaryIO, NamedTuple, TextIO
+from typing import BinaryIO, NamedTuple, Protocol, TextIO
 
 from campaigns.textfiles import (
     MAX_ID_LENGTH,
-    UTF8_BOM,
-    UTF16_BOMS,
+    OTHER_WHITESPACE,
+    ParseError,
     ProblemCollector,
     check_id,
-    decode_lines,
+    iter_text_blocks,
     parse_bounded_int,
-    read_bytes,
     shown,
     source_name,
-    split_lines,
+    split_fields,
 )
 
 RUN_COLUMNS = "topic Q0 docid rank score tag"
@@ -72,29 +85,38 @@ class ParsedRun:
     source: str
 
 
+def trec_eval_keys(scores: Sequence[float]) -> list[float]:
+    """The scores as trec_eval compares them: rounded to 32-bit floats (trec_eval, and
+    pytrec_eval with it, keep a run's scores in C floats; a score beyond a float's range becomes
+    infinite there too)."""
+    return array("f", scores).tolist()
+
+
 def trec_eval_order(
     docids: Sequence[str], scores: Sequence[float], ranks: Sequence[int]
 ) -> RankedList:
-    """The results sorted as trec_eval sorts them: score descending, then docid descending."""
+    """The results sorted as trec_eval sorts them: score (as a 32-bit float) descending, then
+    docid descending."""
     return _order(list(docids), list(scores), list(ranks))
 
 
 def _order(docids: list[str], scores: list[float], ranks: list[int]) -> RankedList:
     """trec_eval order of aligned lists that the caller hands over (they may be reordered)."""
-    size = len(scores)
-    if sorted(scores, reverse=True) == scores:
+    keys = trec_eval_keys(scores)
+    size = len(keys)
+    if sorted(keys, reverse=True) == keys:
         # Written in score order, as runs almost always are: only tied stretches (written in
         # any docid order) need sorting, by docid descending.
-        tied = list(compress(range(1, size), map(eq, scores, islice(scores, 1, None))))
+        tied = list(compress(range(1, size), map(eq, keys, islice(keys, 1, None))))
         if tied:
-            _sort_ties(docids, scores, ranks, tied)
+            _sort_ties(docids, keys, scores, ranks, tied)
         return RankedList(docids, scores, ranks)
-    if len(set(scores)) == size:  # no ties: the score alone decides
-        positions = sorted(range(size), key=scores.__getitem__, reverse=True)
+    if len(set(keys)) == size:  # no ties: the score alone decides
+        positions = sorted(range(size), key=keys.__getitem__, reverse=True)
     else:
         # Two stable sorts: by docid descending, then by score descending.
         positions = sorted(range(size), key=docids.__getitem__, reverse=True)
-        positions.sort(key=scores.__getitem__, reverse=True)
+        positions.sort(key=keys.__getitem__, reverse=True)
     return RankedList(
         list(map(docids.__getitem__, positions)),
         list(map(scores.__getitem__, positions)),
@@ -102,17 +124,19 @@ def _order(docids: list[str], scores: list[float], ranks: list[int]) -> RankedLi
     )
 
 
-def _sort_ties(docids: list[str], scores: list[float], ranks: list[int], tied: list[int]) -> None:
-    """Sort each stretch of equal scores by docid descending, in place.
+def _sort_ties(
+    docids: list[str], keys: list[float], scores: list[float], ranks: list[int], tied: list[int]
+) -> None:
+    """Sort each stretch of equal keys by docid descending, in place.
 
-    `tied` lists the positions i whose score equals the score at i - 1. Only the positions in
-    such stretches are touched: a few percent of a typical run.
+    `tied` lists the positions i whose key equals the key at i - 1. Only the positions in such
+    stretches are touched: a few percent of a typical run.
     """
     members = sorted(set(tied).union(map((-1).__add__, tied)))
-    # Two stable sorts: docid descending, then score descending (which keeps stretches apart,
+    # Two stable sorts: docid descending, then key descending (which keeps stretches apart,
     # and keeps 0.0 and -0.0 together as trec_eval does).
     order = sorted(members, key=docids.__getitem__, reverse=True)
-    order.sort(key=scores.__getitem__, reverse=True)
+    order.sort(key=keys.__getitem__, reverse=True)
     moved = zip(
         members,
         list(map(docids.__getitem__, order)),
@@ -137,37 +161,449 @@ def file_rank_order(ranked: RankedList) -> list[str]:
 
 # --- Reading -----------------------------------------------------------------------------------
 
+MULTIPLE_TAGS = (
+    "import with --split-tags (on the upload page: “Split a file with several tags into several "
+    "runs”) to get one run per tag"
+)
+Key = tuple[str, str]  # (run tag, topic id)
+
+
+@dataclass
+class RunIndex:
+    """What reading a file found of one run: its tag, the line it first appears on, how many
+    result lines it has, and each of its topics (in file order) with the line it starts on."""
+
+    tag: str
+    first_line: int
+    lines: int = 0
+    topics: dict[str, int] = field(default_factory=dict)
+
+
+class _Sink(Protocol):
+    def add(self, key: Key, ranked: RankedList, first_line: int) -> None:
+        """One stretch of a (tag, topic)'s lines, in trec_eval order."""
+
+    def finish(self) -> dict[Key, set[str]]:
+        """Every stretch is in: merge the topics that came back after others; return the
+        documents found in two of their stretches, by (tag, topic)."""
+
+
+class _Stretch:
+    """Lines of one (tag, topic) that follow one another in the file (blank and comment lines
+    aside): what is ordered and handed to the sink as one piece when another (tag, topic)
+    starts. Remembers where each run of consecutive lines came from, to name the lines of a
+    document given twice."""
+
+    __slots__ = ("docids", "first", "key", "line_at", "ranks", "scores", "seen", "starts")
+
+    def __init__(self, key: Key, first_line: int) -> None:
+        self.key = key
+        self.first = first_line
+        self.docids: list[str] = []
+        self.scores: list[float] = []
+        self.ranks: list[int] = []
+        self.seen: set[str] = set()
+        self.starts = [0]  # index in the lists where each run of consecutive lines starts
+        self.line_at = [first_line]  # and the line it starts on
+
+    def _mark(self, line: int) -> None:
+        size = len(self.docids)
+        if size and line != self.line_at[-1] + size - self.starts[-1]:
+            self.starts.append(size)
+            self.line_at.append(line)
+
+    def extend(self, docids: list[str], scores: list[float], ranks: list[int], line: int) -> None:
+        """Add the results of consecutive lines, the first of them ``line``."""
+        self._mark(line)
+        self.docids += docids
+        self.scores += scores
+        self.ranks += ranks
+        self.seen.update(docids)
+
+    def append(self, docid: str, score: float, rank: int, line: int) -> None:
+        self._mark(line)
+        self.docids.append(docid)
+        self.scores.append(score)
+        self.ranks.append(rank)
+        self.seen.add(docid)
+
+    def line(self, index: int) -> int:
+        run = bisect_right(self.starts, index) - 1
+        return self.line_at[run] + index - self.starts[run]
+
+
+class _RunReader:
+    """Reads a run file's text, fed in blocks of whole lines, into a sink; collects every
+    problem with its line. See the module docstring."""
+
+    def __init__(self, source: str, *, split_tags: bool, sink: _Sink, careful: bool = False):
+        self.source = source
+        self.split_tags = split_tags
+        self.sink = sink
+        self.careful = careful
+        self.problems = ProblemCollector(source)
+        self.runs: dict[str, RunIndex] = {}
+        self.stretch: _Stretch | None = None
+        self.checked: dict[tuple[str, str], str | None] = {}  # (kind, id) -> reason
+        self.careful_chunks = 0  # chunks the fast pass handed over (tests look at it)
+
+    def feed(self, first_line: int, text: str) -> int:
+        """Read the lines of ``text`` (joined by "\\n", without the last one's newline), the
+        first of them numbered ``first_line``; return how many lines it held."""
+        number = first_line
+        position, length = 0, len(text)
+        while True:
+            end = text.find("\n", position + _CHUNK_CHARS)
+            if end == -1:
+                end = length
+            chunk = text[position:end]
+            lines = chunk.count("\n") + 1
+            if self.careful or not self._fast(chunk, number, lines):
+                self.careful_chunks += 1
+                self._careful(chunk.split("\n"), number)
+            number += lines
+            if end >= length:
+                return number - first_line
+            position = end + 1
+
+    def feed_lines(self, first_line: int, lines: list[str]) -> None:
+        """Read lines given one by one (each one line, whatever characters it holds)."""
+        self._careful(lines, first_line)
+
+    def close(self, again: Callable[[], Iterable[tuple[int, str]]] | None = None) -> list[RunIndex]:
+        """The runs read, in file order; ParseError with every problem (in line order).
+
+        ``again`` gives the blocks once more: to name both lines of a document given twice in
+        a topic whose lines are in several places of the file (rare, so not remembered)."""
+        self._end()
+        repeated = self.sink.finish()
+        problems = self.problems
+        if repeated:
+            _locate_repeats(again() if again is not None else (), repeated, problems)
+        if len(self.runs) > 1 and not self.split_tags:
+            first, second = list(self.runs.values())[:2]
+            problems.add(
+                second.first_line,
+                f"has a second run tag, {shown(second.tag)} (line {first.first_line} has "
+                f"{shown(first.tag)}; the file holds runs {', '.join(self.runs)}): "
+                f"{MULTIPLE_TAGS}",
+            )
+        if not self.runs and not problems:
+            problems.add(None, f"has no run lines ({RUN_COLUMNS})")
+        if problems:
+            error = problems.error()
+            error.problems.sort(key=lambda problem: (problem.line is None, problem.line or 0))
+            raise error
+        return list(self.runs.values())
+
+    # --- stretches
+
+    def _begin(self, key: Key, line: int) -> _Stretch:
+        tag, topic = key
+        run = self.runs.get(tag)
+        if run is None:
+            run = self.runs[tag] = RunIndex(tag, line)
+        run.topics.setdefault(topic, line)
+        self.stretch = _Stretch(key, line)
+        return self.stretch
+
+    def _end(self) -> None:
+        stretch, self.stretch = self.stretch, None
+        if stretch is None:
+            return
+        if len(stretch.seen) != len(stretch.docids):
+            self._report_repeats(stretch)
+            return
+        ranked = _order(stretch.docids, stretch.scores, stretch.ranks)
+        self.sink.add(stretch.key, ranked, stretch.first)
+
+    def _report_repeats(self, stretch: _Stretch) -> None:
+        tag, topic = stretch.key
+        first: dict[str, int] = {}
+        for index, docid in enumerate(stretch.docids):
+            earlier = first.setdefault(docid, index)
+            if earlier != index:
+                self.problems.add(
+                    stretch.line(index),
+                    f"document {shown(docid)} appears twice in topic {shown(topic)} of run "
+                    f"{shown(tag)} (first at line {stretch.line(earlier)})",
+                )
+
+    # --- the two passes
+
+    def _fast(self, chunk: str, first_line: int, count: int) -> bool:
+        """Read a chunk of ordinary lines with C-level operations only; False (nothing read)
+        when anything in it needs a closer look."""
+        found = _tokens(chunk)
+        if found is None:
+            return False
+        tokens, stride, lines = found
+        docids = tokens[2::stride]
+        rank_texts = tokens[3::stride]
+        score_texts = tokens[4::stride]
+        tags = tokens[5::stride]
+        tag = tags[0]
+        if tags.count(tag) != lines or "" in docids or max(map(len, docids)) > MAX_ID_LENGTH:
+            return False
+        run = self.runs.get(tag)
+        if run is None and (self.runs or check_id(tag)):
+            return False  # a second tag, or a bad one: the careful pass says which line
+        if not chunk.isascii() and (
+            # float() takes non-ASCII digits; ids may hold invisible characters.
+            not "".join(score_texts).isascii() or not "".join(docids).isprintable()
+        ):
+            return False
+        if "_" in chunk and "_" in "".join(score_texts):
+            return False  # float() takes "1_0"
+        try:
+            scores = list(map(float, score_texts))
+        except ValueError:
+            return False
+        if not math.isfinite(sum(scores)):  # inf or NaN somewhere (or a false alarm)
+            return False
+        ranks = _rank_values(rank_texts)
+        if ranks is None:
+            return False
+        stretches = list(_topic_runs(tokens[0::stride]))
+        for topic, _stop in stretches:
+            if (run is None or topic not in run.topics) and (
+                not topic or topic[0] == "#" or check_id(topic)
+            ):
+                return False  # a comment line with six columns, or a bad topic id
+        start = 0
+        stretch = self.stretch
+        for topic, stop in stretches:
+            key = (tag, topic)
+            if stretch is None or stretch.key != key:
+                self._end()
+                stretch = self._begin(key, first_line + start)
+            stretch.extend(
+                docids[start:stop], scores[start:stop], ranks[start:stop], first_line + start
+            )
+            start = stop
+        self.runs[tag].lines += lines
+        return True
+
+    def _careful(self, lines: Iterable[str], first_line: int) -> None:
+        """Check every line, collecting every problem."""
+        problems = self.problems
+        checked = self.checked
+        for number, line in enumerate(lines, first_line):
+            parts = split_fields(line)
+            if not parts or parts[0][0] == "#":
+                continue
+            if len(parts) != 6:
+                problems.add(
+                    number,
+                    f"has {len(parts)} column{'s' if len(parts) != 1 else ''}; "
+                    f"a run line has 6: {RUN_COLUMNS}",
+                )
+                continue
+            topic, _q0, docid, rank_text, score_text, tag = parts
+            ok = True
+            for what, value in (("topic id", topic), ("run tag", tag)):
+                reason = checked.get((what, value), "")
+                if reason == "":
+                    reason = checked[what, value] = check_id(value)
+                if reason:
+                    problems.add(number, f"{what} {shown(value)} {reason}")
+                    ok = False
+            if not (docid.isascii() and docid.isprintable() and len(docid) <= MAX_ID_LENGTH):
+                reason = check_id(docid)
+                if reason:
+                    problems.add(number, f"document id {shown(docid)} {reason}")
+                    ok = False
+            score, reason = parse_score(score_text)
+            if reason:
+                problems.add(number, reason)
+                ok = False
+            rank = _RANKS.get(rank_text)
+            if rank is None:
+                rank, reason = parse_rank(rank_text)
+                if reason:
+                    problems.add(number, reason)
+                    ok = False
+            if not ok:
+                continue
+            stretch = self.stretch
+            if stretch is None or stretch.key != (tag, topic):
+                self._end()
+                stretch = self._begin((tag, topic), number)
+            stretch.append(docid, score, rank, number)
+            self.runs[tag].lines += 1
+
+
+def _repeated(docids: list[str]) -> set[str]:
+    if len(set(docids)) == len(docids):
+        return set()
+    return {docid for docid, count in Counter(docids).items() if count > 1}
+
+
+def _locate_repeats(
+    blocks: Iterable[tuple[int, str]], repeated: dict[Key, set[str]], problems: ProblemCollector
+) -> None:
+    """Report each of the ``repeated`` documents of a (tag, topic) at every line that gives it
+    again, with the line that gave it first (a second, slow pass: only for refused files)."""
+    first: dict[tuple[str, str, str], int] = {}
+    for first_line, text in blocks:
+        for number, line in enumerate(text.split("\n"), first_line):
+            parts = split_fields(line)
+            if len(parts) != 6 or parts[2] not in repeated.get((parts[5], parts[0]), ()):
+                continue
+            topic, _q0, docid, _rank, _score, tag = parts
+            earlier = first.setdefault((tag, topic, docid), number)
+            if earlier != number:
+                problems.add(
+                    number,
+                    f"document {shown(docid)} appears twice in topic {shown(topic)} of run "
+                    f"{shown(tag)} (first at line {earlier})",
+                )
+    for (tag, topic), docids in repeated.items():  # only when the lines could not be read again
+        for docid in sorted(docids):
+            if (tag, topic, docid) not in first:
+                problems.add(
+                    None,
+                    f"document {shown(docid)} appears twice in topic {shown(topic)} of run "
+                    f"{shown(tag)}",
+                )
+
+
+class _InMemory:
+    """The sink of parse_run and read_run_file: every ranked list, in memory."""
+
+    def __init__(self) -> None:
+        self.topics: dict[Key, RankedList] = {}
+        self.segments: dict[Key, int] = {}  # how many stretches each (tag, topic) came in
+
+    def add(self, key: Key, ranked: RankedList, first_line: int) -> None:
+        held = self.topics.get(key)
+        if held is None:
+            self.topics[key] = ranked
+            self.segments[key] = 1
+            return
+        held.docids += ranked.docids
+        held.scores += ranked.scores
+        held.ranks += ranked.ranks
+        self.segments[key] += 1
+
+    def finish(self) -> dict[Key, set[str]]:
+        repeated = {}
+        for key, segments in self.segments.items():
+            if segments > 1:
+                held = self.topics[key]
+                found = _repeated(held.docids)
+                if found:
+                    repeated[key] = found
+                else:
+                    self.topics[key] = _order(held.docids, held.scores, held.ranks)
+        return repeated
+
+    def runs(self, index: list[RunIndex], source: str) -> list[ParsedRun]:
+        return [
+            ParsedRun(
+                run.tag,
+                {topic: self.topics[(run.tag, topic)] for topic in run.topics},
+                run.lines,
+                source,
+            )
+            for run in index
+        ]
+
+
+def _read(
+    blocks: Callable[[], Iterable[tuple[int, str]]], source: str, split_tags: bool, sink: _Sink
+) -> list[RunIndex]:
+    """Feed a reader the blocks that ``blocks()`` gives (called again only on the error path
+    that needs a second look) and close it."""
+    reader = _RunReader(source, split_tags=split_tags, sink=sink)
+    for first_line, text in blocks():
+        reader.feed(first_line, text)
+    return reader.close(again=blocks)
+
+
+def _file_blocks(
+    source: str | os.PathLike | BinaryIO, name: str | None, encoding: str | None
+) -> Callable[[], Iterable[tuple[int, str]]]:
+    """A function giving the file's text blocks, from its start each time it is called (a file
+    object is rewound; one that cannot be gives nothing the second time)."""
+    calls = 0
+
+    def blocks() -> Iterable[tuple[int, str]]:
+        nonlocal calls
+        calls += 1
+        if calls > 1 and not isinstance(source, (str, os.PathLike)):
+            try:
+                source.seek(0)
+            except (AttributeError, OSError, ValueError):
+                return ()
+        return iter_text_blocks(source, name=name, encoding=encoding)
+
+    return blocks
+
 
 def parse_run(
     lines: Iterable[str], *, source: str = "<run>", split_tags: bool = False
 ) -> list[ParsedRun]:
     """The runs of a run file's lines; ParseError listing every problem.
 
-    Any whitespace separates the six columns; blank and '#' lines are skipped. A file with
-    several tags is refused unless split_tags, which gives one ParsedRun per tag (in order of
-    first appearance). The same docid twice in a topic of a run, bad ids, non-integer ranks and
-    scores that are not finite numbers are refused.
+    Any ASCII whitespace separates the six columns (as in trec_eval); blank and '#' lines are
+    skipped. A file with several tags is refused unless split_tags, which gives one ParsedRun
+    per tag (in order of first appearance). The same docid twice in a topic of a run, bad ids,
+    non-integer ranks and scores that are not finite numbers are refused.
     """
     if not isinstance(lines, list):
         lines = list(lines)
-    runs = _fast_parse("\n".join(lines), source)
-    if runs is None:
-        runs = _careful_parse(lines, source, split_tags)
-    return runs
+    sink = _InMemory()
+    reader = _RunReader(source, split_tags=split_tags, sink=sink)
+    if any("\n" in line for line in lines):
+        reader.feed_lines(1, lines)  # joined, they would be more lines than they are
+        again = None
+    else:
+        text = "\n".join(lines)
+        if lines:
+            reader.feed(1, text)
+        again = (lambda: [(1, text)]) if lines else None
+    return sink.runs(reader.close(again=again), source)
 
 
 def parse_run_text(
     text: str, *, source: str = "<run>", split_tags: bool = False
 ) -> list[ParsedRun]:
     """parse_run for a whole decoded file (lines ending in LF or CRLF)."""
-    runs = _fast_parse(text, source)
-    if runs is None:
-        runs = _careful_parse(split_lines(text), source, split_tags)
-    return runs
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+    if text.endswith(("\n", "\r")):  # a final newline ends the last line; a final CR goes
+        text = text[:-1]
+    sink = _InMemory()
+    return sink.runs(_read(lambda: [(1, text)] if text else [], source, split_tags, sink), source)
+
+
+def _fast_parse(text: str, source: str) -> list[ParsedRun] | None:
+    """The runs of a text that the fast pass reads whole and finds nothing wrong in, else None:
+    what tests of the fast pass look at."""
+    sink = _InMemory()
+    reader = _RunReader(source, split_tags=False, sink=sink)
+    reader.feed(1, text.removesuffix("\n"))
+    if reader.careful_chunks:
+        return None
+    try:
+        return sink.runs(reader.close(), source)
+    except ParseError:
+        return None
+
+
+def _careful_parse(lines: list[str], source: str, split_tags: bool) -> list[ParsedRun]:
+    """parse_run with every line checked by the careful pass: the fast pass's oracle."""
+    sink = _InMemory()
+    reader = _RunReader(source, split_tags=split_tags, sink=sink, careful=True)
+    reader.feed_lines(1, lines)
+    return sink.runs(reader.close(again=lambda: [(1, "\n".join(lines))]), source)
 
 
 def _rows(chunk: str) -> tuple[list[str], int, int] | None:
     """(tokens, 6, lines) when every line has six whitespace-separated columns, else None."""
+    if OTHER_WHITESPACE.search(chunk):
+        return None  # whitespace inside a column, to trec_eval: the careful pass decides
     rows = list(map(str.split, chunk.split("\n")))
     if set(map(len, rows)) != {6}:
         return None
@@ -202,83 +638,6 @@ def _tokens(chunk: str) -> tuple[list[str], int, int] | None:
     if "" in tokens[1::7]:
         return None  # an empty Q0 column from doubled separators: the careful pass decides
     return tokens, 7, lines
-
-
-def _fast_parse(text: str, source: str) -> list[ParsedRun] | None:
-    """The single run of a clean file, or None when anything needs a closer look.
-
-    Works through the text in chunks of about a megabyte, with only C-level operations per line,
-    and checks and orders each topic as soon as it ends, while its data is still in the cache.
-    """
-    # Each topic's docids, scores and ranks; in trec_eval order once the topic has ended.
-    columns: dict[str, tuple[list[str], list[float], list[int]]] = {}
-    current = None  # the topic being read, and the set of its docids
-    seen: set[str] = set()
-    tag = None
-    length = len(text) - 1 if text.endswith("\n") else len(text)
-    position = 0
-    while position < length:
-        end = text.find("\n", position + _CHUNK_CHARS, length)
-        if end == -1:
-            end = length
-        chunk = text[position:end]
-        position = end + 1
-        found = _tokens(chunk)
-        if found is None:
-            return None
-        tokens, stride, lines = found
-        docids = tokens[2::stride]
-        rank_texts = tokens[3::stride]
-        score_texts = tokens[4::stride]
-        tags = tokens[5::stride]
-        if tag is None:
-            tag = tags[0]
-        if tags.count(tag) != lines or "" in docids or max(map(len, docids)) > MAX_ID_LENGTH:
-            return None
-        if not chunk.isascii() and (
-            # float() takes non-ASCII digits; ids may hold invisible characters.
-            not "".join(score_texts).isascii() or not "".join(docids).isprintable()
-        ):
-            return None
-        if "_" in chunk and "_" in "".join(score_texts):
-            return None  # float() takes "1_0" (ranks are checked below)
-        try:
-            scores = list(map(float, score_texts))
-        except ValueError:
-            return None
-        if not math.isfinite(sum(scores)):  # inf or NaN somewhere (or a false alarm)
-            return None
-        start = 0
-        for topic, stop in _topic_runs(tokens[0::stride]):
-            block = docids[start:stop]
-            ranks = _rank_values(rank_texts[start:stop])
-            if ranks is None:
-                return None
-            if topic == current:
-                seen.update(block)
-            else:
-                if current is not None and not _finish(columns, current, seen):
-                    return None
-                current = topic
-                if topic not in columns:
-                    if not topic or topic[0] == "#" or check_id(topic):
-                        return None  # a comment line with six columns, or a bad topic id
-                    columns[topic] = (block, scores[start:stop], ranks)
-                    seen = set(block)
-                    start = stop
-                    continue
-                # The topic comes back after others: read on, and order it all again.
-                seen = set(columns[topic][0])
-                seen.update(block)
-            entry = columns[topic]
-            entry[0].extend(block)
-            entry[1].extend(scores[start:stop])
-            entry[2].extend(ranks)
-            start = stop
-    if current is None or not _finish(columns, current, seen) or check_id(tag):
-        return None
-    topics = {topic: RankedList(*entry) for topic, entry in columns.items()}
-    return [ParsedRun(tag, topics, sum(map(len, topics.values())), source)]
 
 
 def _topic_runs(topics: list[str]) -> Iterator[tuple[str, int]]:
@@ -327,18 +686,6 @@ def _rank_values(texts: list[str]) -> list[int] | None:
     return values
 
 
-def _finish(
-    columns: dict[str, tuple[list[str], list[float], list[int]]], topic: str, seen: set[str]
-) -> bool:
-    """Put a topic that has ended in trec_eval order; False when it holds a docid twice."""
-    docids, scores, ranks = columns[topic]
-    if len(seen) != len(docids):
-        return False
-    ranked = _order(docids, scores, ranks)
-    columns[topic] = (ranked.docids, ranked.scores, ranked.ranks)
-    return True
-
-
 def parse_score(text: str) -> tuple[float | None, str | None]:
     """(score, None) or (None, why not): a finite float written with ASCII digits."""
     if not text.isascii() or "_" in text:
@@ -359,89 +706,6 @@ def parse_rank(text: str) -> tuple[int | None, str | None]:
     return parse_bounded_int(text, "rank", RANK_LIMIT)
 
 
-def _careful_parse(lines: list[str], source: str, split_tags: bool) -> list[ParsedRun]:
-    """Check every line, collecting every problem; the runs when there are none."""
-    problems = ProblemCollector(source)
-    # tag -> topic -> (docids, scores, ranks, {docid: line})
-    runs: dict[str, dict[str, tuple[list[str], list[float], list[int], dict[str, int]]]] = {}
-    counts: dict[str, int] = {}
-    checked: dict[tuple[str, str], str | None] = {}  # (kind, id) -> reason, for topics and tags
-    entry = None
-    key = None
-    for number, line in enumerate(lines, 1):
-        parts = line.split()
-        if not parts or parts[0][0] == "#":
-            continue
-        if len(parts) != 6:
-            problems.add(
-                number,
-                f"has {len(parts)} column{'s' if len(parts) != 1 else ''}; "
-                f"a run line has 6: {RUN_COLUMNS}",
-            )
-            continue
-        topic, _q0, docid, rank_text, score_text, tag = parts
-        ok = True
-        for what, value in (("topic id", topic), ("run tag", tag)):
-            reason = checked.get((what, value), "")
-            if reason == "":
-                reason = checked[what, value] = check_id(value)
-            if reason:
-                problems.add(number, f"{what} {shown(value)} {reason}")
-                ok = False
-        if not (docid.isascii() and docid.isprintable() and len(docid) <= MAX_ID_LENGTH):
-            reason = check_id(docid)
-            if reason:
-                problems.add(number, f"document id {shown(docid)} {reason}")
-                ok = False
-        score, reason = parse_score(score_text)
-        if reason:
-            problems.add(number, reason)
-            ok = False
-        rank = _RANKS.get(rank_text)
-        if rank is None:
-            rank, reason = parse_rank(rank_text)
-            if reason:
-                problems.add(number, reason)
-                ok = False
-        if not ok:
-            continue
-        counts[tag] = counts.get(tag, 0) + 1
-        if key != (tag, topic):
-            key = (tag, topic)
-            run = runs.setdefault(tag, {})
-            entry = run.get(topic)
-            if entry is None:
-                entry = run[topic] = ([], [], [], {})
-        first = entry[3].setdefault(docid, number)
-        if first != number:
-            problems.add(
-                number,
-                f"document {shown(docid)} appears twice in topic {shown(topic)} of run "
-                f"{shown(tag)} (first at line {first})",
-            )
-            continue
-        entry[0].append(docid)
-        entry[1].append(score)
-        entry[2].append(rank)
-    if len(runs) > 1 and not split_tags:
-        problems.add(
-            None,
-            f"the file holds runs {', '.join(runs)}; import with split_tags to get one run per tag",
-        )
-    if not runs and not problems:
-        problems.add(None, f"has no run lines ({RUN_COLUMNS})")
-    problems.raise_if_any()
-    return [
-        ParsedRun(
-            tag,
-            {topic: _order(*entry[:3]) for topic, entry in topics.items()},
-            counts[tag],
-            source,
-        )
-        for tag, topics in runs.items()
-    ]
-
-
 def read_run_file(
     source: str | os.PathLike | BinaryIO,
     *,
@@ -449,20 +713,12 @@ def read_run_file(
     split_tags: bool = False,
     encoding: str | None = None,
 ) -> list[ParsedRun]:
-    """The runs of a run file (path or binary file object; gzip by name or magic bytes)."""
+    """The runs of a run file (path or binary file object; gzip by name or magic bytes), read
+    block by block: memory holds the ranked lists, not the file's text."""
     display = source_name(source, name)
-    data = read_bytes(source, name=name)
-    text = None
-    if encoding is None and data[:2] not in UTF16_BOMS and b"\x00" not in data:
-        if data[:3] == UTF8_BOM:
-            data = data[3:]
-        with contextlib.suppress(UnicodeDecodeError):  # decode_lines names every bad line
-            text = data.decode("utf-8")
-    if text is None:
-        lines = decode_lines(data, source=display, encoding=encoding)
-        return parse_run(lines, source=display, split_tags=split_tags)
-    del data
-    return parse_run_text(text, source=display, split_tags=split_tags)
+    sink = _InMemory()
+    blocks = _file_blocks(source, name, encoding)
+    return sink.runs(_read(blocks, display, split_tags, sink), display)
 
 
 # --- Packing for storage -----------------------------------------------------------------------
@@ -523,6 +779,129 @@ def read_packed_run_file(
         source = io.BytesIO(source)
     runs = read_run_file(source, name=name, split_tags=split_tags, encoding=encoding)
     return [pack_run(runs.pop(0)) for _ in range(len(runs))]
+
+
+# --- Reading into a spill file, for imports ---------------------------------------------------
+
+
+def _pack(topic_id: str, ranked: RankedList) -> PackedTopic:
+    return PackedTopic(
+        topic_id,
+        "\n".join(ranked.docids),
+        array("d", ranked.scores).tobytes(),
+        array("q", ranked.ranks).tobytes(),
+        len(ranked.docids),
+    )
+
+
+def _unpack(packed: PackedTopic) -> RankedList:
+    scores, ranks = array("d"), array("q")
+    scores.frombytes(packed.scores)
+    ranks.frombytes(packed.ranks)
+    docids = packed.docids.split("\n") if packed.length else []
+    return RankedList(docids, scores.tolist(), ranks.tolist())
+
+
+class _Spill:
+    """The sink of imports: each stretch of a topic packed as the database stores it and
+    appended to a file, so reading holds one chunk and one topic, whatever the file's size."""
+
+    def __init__(self, file: BinaryIO) -> None:
+        self.file = file
+        self.size = 0
+        # (tag, topic) -> (offset, first line, length) of each stretch, in file order
+        self.segments: dict[Key, list[tuple[int, int, int]]] = {}
+
+    def add(self, key: Key, ranked: RankedList, first_line: int) -> None:
+        data = pickle.dumps(_pack(key[1], ranked), protocol=pickle.HIGHEST_PROTOCOL)
+        self.file.write(data)
+        self.segments.setdefault(key, []).append((self.size, first_line, len(ranked)))
+        self.size += len(data)
+
+    def finish(self) -> dict[Key, set[str]]:
+        self.file.flush()
+        repeated = {}
+        for key, segments in self.segments.items():
+            if len(segments) > 1:
+                docids: list[str] = []
+                for offset, _line, _length in segments:
+                    docids += _unpack(_load(self.file, offset)).docids
+                found = _repeated(docids)
+                if found:
+                    repeated[key] = found
+        return repeated
+
+
+def _load(file: BinaryIO, offset: int) -> PackedTopic:
+    file.seek(offset)
+    return pickle.load(file)  # noqa: S301 (a file this module wrote a moment ago)
+
+
+@dataclass
+class SpilledRuns:
+    """The runs of one file, read into a spill file of packed topics: the tags, topics and lines
+    an import checks (small), then the topics it stores, read back one at a time. Pickles, so
+    that worker processes can read files and hand this over; :meth:`discard` removes the file."""
+
+    source: str
+    path: str
+    runs: list[RunIndex]
+    segments: dict[Key, list[tuple[int, int, int]]]
+
+    def packed_topics(self, run: RunIndex) -> Iterator[PackedTopic]:
+        """The run's topics in file order, packed for storage, each in trec_eval order (a topic
+        that came back after others is merged and ordered again)."""
+        with open(self.path, "rb") as file:
+            for topic in run.topics:
+                segments = self.segments[(run.tag, topic)]
+                if len(segments) == 1:
+                    yield _load(file, segments[0][0])
+                    continue
+                docids: list[str] = []
+                scores: list[float] = []
+                ranks: list[int] = []
+                for offset, _line, _length in segments:
+                    part = _unpack(_load(file, offset))
+                    docids += part.docids
+                    scores += part.scores
+                    ranks += part.ranks
+                yield _pack(topic, _order(docids, scores, ranks))
+
+    def discard(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+
+def read_spilled_run_file(
+    source: str | os.PathLike | BinaryIO,
+    *,
+    name: str | None = None,
+    split_tags: bool = False,
+    encoding: str | None = None,
+    directory: str | os.PathLike | None = None,
+) -> SpilledRuns:
+    """Read a run file into a spill file in ``directory`` (default: the system's temporary
+    directory), in memory bounded by a chunk and the largest topic. Raises ParseError (and
+    leaves no file behind) for a refused file."""
+    display = source_name(source, name)
+    with tempfile.NamedTemporaryFile(
+        prefix="pooljudge-run-", suffix=".spill", dir=directory, delete=False
+    ) as file:
+        sink = _Spill(file)
+        try:
+            index = _read(_file_blocks(source, name, encoding), display, split_tags, sink)
+        except BaseException:
+            file.close()
+            os.unlink(file.name)
+            raise
+    return SpilledRuns(display, file.name, index, sink.segments)
+
+
+def copy_to_file(source: BinaryIO, path: str | os.PathLike) -> str:
+    """A file object's bytes copied to ``path`` in blocks (for a worker process to read)."""
+    with open(path, "wb") as out:
+        shutil.copyfileobj(source, out, 1 << 20)
+    return os.fspath(path)
 
 
 # --- Writing -----------------------------------------------------------------------------------

@@ -1,5 +1,9 @@
-"""Importing runs: all files or none, one row per (run, topic), streamed file by file so memory
-stays bounded by the largest file rather than the whole submission set.
+"""Importing runs: all files or none, one row per (run, topic), in bounded memory.
+
+Each file is read into a spill file of packed topics (pooling.formats.read_spilled_run_file):
+reading holds one chunk of text and one topic at a time, and so does storing, which streams the
+topics back from the spill file. Memory therefore does not grow with the size of a file, nor with
+the number of files (measured in bench/memory.py).
 
 Speed (measured in bench/import_runs.py): reading and parsing is most of the work, so with
 several large files two worker processes parse ahead (where processes may be started: the
@@ -14,10 +18,12 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import tempfile
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from itertools import islice
 from typing import BinaryIO
 
 from django.db import connection, transaction
@@ -25,8 +31,14 @@ from django.utils import timezone
 
 from campaigns.imports import ImportSummary, refuse
 from campaigns.models import Campaign, Document
-from campaigns.textfiles import MAX_PROBLEMS, ParseError, Problem
-from pooling.formats import PackedRun, read_packed_run_file
+from campaigns.textfiles import MAX_PROBLEMS, ParseError, ProblemCollector, shown
+from pooling.formats import (
+    PackedTopic,
+    RunIndex,
+    SpilledRuns,
+    copy_to_file,
+    read_spilled_run_file,
+)
 from pooling.models import PoolEntry, Run, RunTopic
 
 log = logging.getLogger(__name__)
@@ -47,8 +59,10 @@ def _no_progress(done: int, total: int | None, message: str) -> None:
     return None
 
 
-def _topic_rows(run_id: int, run: PackedRun, topic_pks: dict[str, int]) -> Iterator[tuple]:
-    for topic in run.topics:
+def _topic_rows(
+    run_id: int, topics: Iterable[PackedTopic], topic_pks: dict[str, int]
+) -> Iterator[tuple]:
+    for topic in topics:
         yield (
             run_id,
             topic_pks[topic.topic_id],
@@ -60,7 +74,7 @@ def _topic_rows(run_id: int, run: PackedRun, topic_pks: dict[str, int]) -> Itera
 
 
 Source = str | os.PathLike | BinaryIO
-Read = list[PackedRun] | ParseError
+Read = SpilledRuns | ParseError
 
 
 def _source_size(source: Source) -> int:
@@ -79,9 +93,13 @@ def _source_size(source: Source) -> int:
         return 0
 
 
-def _read_one(name: str, source: Source, split_tags: bool, encoding: str | None) -> Read:
+def _read_one(
+    name: str, source: Source, split_tags: bool, encoding: str | None, directory: str
+) -> Read:
     try:
-        return read_packed_run_file(source, name=name, split_tags=split_tags, encoding=encoding)
+        return read_spilled_run_file(
+            source, name=name, split_tags=split_tags, encoding=encoding, directory=directory
+        )
     except ParseError as exc:
         return exc
 
@@ -112,15 +130,20 @@ def _start_pool() -> ProcessPoolExecutor | None:
 
 
 def _read_files(
-    sources: list[tuple[str, Source]], *, split_tags: bool, encoding: str | None
+    sources: list[tuple[str, Source]],
+    *,
+    split_tags: bool,
+    encoding: str | None,
+    directory: str,
 ) -> Iterator[Read]:
-    """Each file's runs, packed as they are stored, or the ParseError that refuses it, in the
-    order of ``sources``.
+    """Each file read into a spill file in ``directory``, or the ParseError that refuses it, in
+    the order of ``sources``.
 
     With several files of PARALLEL_MIN_BYTES in all and more than one CPU, PARSE_PROCESSES
-    worker processes read and parse the next files while the caller stores one: memory stays
-    bounded by a few files. The workers only parse (pooling.formats imports no Django); the
-    caller decides and writes. Otherwise the files are read here, one after another."""
+    worker processes read and parse the next files while the caller stores one; what they hand
+    back is small (the spill file's name and index). The workers only parse (pooling.formats
+    imports no Django); the caller decides and writes. Otherwise the files are read here, one
+    after another."""
     pool = None
     if (
         len(sources) > 1
@@ -130,22 +153,24 @@ def _read_files(
         pool = _start_pool()
     if pool is None:
         for name, source in sources:
-            yield _read_one(name, source, split_tags, encoding)
+            yield _read_one(name, source, split_tags, encoding, directory)
         return
     pending: deque[Future] = deque()
-    waiting = iter(sources)
+    waiting = iter(enumerate(sources))
 
     def submit() -> None:
-        for name, source in waiting:
+        for number, (name, source) in waiting:
             if not isinstance(source, (str, os.PathLike)):
-                source = source.read()  # a worker cannot read this process's file objects
+                # A worker cannot read this process's file objects: it reads a copy.
+                source = copy_to_file(source, os.path.join(directory, f"source-{number}"))
             pending.append(
                 pool.submit(
-                    read_packed_run_file,
+                    read_spilled_run_file,
                     source,
                     name=name,
                     split_tags=split_tags,
                     encoding=encoding,
+                    directory=directory,
                 )
             )
             if len(pending) >= PARSE_PROCESSES:
@@ -198,18 +223,17 @@ class _RunWriter:
         # Leaving with an exception ends an open COPY with CopyFail; the transaction rolls back.
         return self._stack.__exit__(*exc_info)
 
-    def add(self, run: Run, packed: PackedRun) -> None:
-        """Store ``run`` (not saved yet) with the ranked lists of ``packed``."""
+    def add(self, run: Run, topics: Iterable[PackedTopic]) -> None:
+        """Store ``run`` (not saved yet) with the ranked lists of ``topics``."""
         if not self.copying:
             self.supersede([run.tag])
             run.save(force_insert=True)
-            RunTopic.objects.bulk_create(
-                (
-                    RunTopic(**dict(zip(COPY_COLUMNS, row, strict=True)))
-                    for row in _topic_rows(run.pk, packed, self.topic_pks)
-                ),
-                batch_size=500,
-            )
+            # bulk_create would make a list of every row first: batches keep memory bounded.
+            rows = _topic_rows(run.pk, topics, self.topic_pks)
+            while batch := list(islice(rows, 50)):
+                RunTopic.objects.bulk_create(
+                    RunTopic(**dict(zip(COPY_COLUMNS, row, strict=True))) for row in batch
+                )
             return
         if not self._ids:
             self._end_copy()
@@ -219,7 +243,7 @@ class _RunWriter:
         if self._copy is None:
             self._copy = self._start_copy()
         write_row = self._copy.write_row
-        for row in _topic_rows(run.pk, packed, self.topic_pks):
+        for row in _topic_rows(run.pk, topics, self.topic_pks):
             write_row(row)
 
     def finish(self) -> None:
@@ -272,24 +296,17 @@ def import_runs(
     """Import run files (``topic Q0 docid rank score tag``) into the campaign.
 
     Every file is read and checked; if any line of any file is bad, or a run names a topic the
-    campaign lacks, or a tag is already taken (without ``replace``), ParseError lists the
-    problems and nothing is stored. ``replace`` supersedes the current run of that tag in the
-    same transaction (the old one is kept for the pools built from it). Files are read one at a
-    time: memory stays bounded by the largest file, not the whole set."""
+    campaign lacks, or a tag is already taken (without ``replace``) or in two files, ParseError
+    lists the problems, each with the line it is on, and nothing is stored. ``replace``
+    supersedes the current run of that tag in the same transaction (the old one is kept for the
+    pools built from it). Memory holds a chunk of text and a topic at a time, whatever the size
+    and number of the files (see the module docstring)."""
     topic_pks = dict(campaign.topics.values_list("topic_id", "pk"))
     taken = set(campaign.runs.current().values_list("tag", flat=True))
-    problems: list[Problem] = []
-    more = 0
-    seen_tags: dict[str, str] = {}
+    problems = _Problems()
+    seen_tags: dict[str, tuple[str, int]] = {}  # tag -> (file, line)
     counts = {"runs": 0, "lines": 0, "run topics": 0, "replaced": 0}
     importer = user if user is not None and user.is_authenticated else None
-
-    def problem(source: str, message: str) -> None:
-        nonlocal more
-        if len(problems) < MAX_PROBLEMS:
-            problems.append(Problem(source, None, message))
-        else:
-            more += 1
 
     def supersede(tags: list[str]) -> None:
         replaced = [tag for tag in tags if tag in taken]
@@ -300,62 +317,104 @@ def import_runs(
                 .update(superseded_at=timezone.now())
             )
 
-    reader = _read_files(sources, split_tags=split_tags, encoding=encoding)
     with (
+        tempfile.TemporaryDirectory(prefix="pooljudge-runs-") as scratch,
         _RunWriter(topic_pks=topic_pks, supersede=supersede, reserve=len(sources)) as writer,
-        contextlib.closing(reader) as files,
+        contextlib.closing(
+            _read_files(sources, split_tags=split_tags, encoding=encoding, directory=scratch)
+        ) as files,
     ):
         for index, ((name, _source), read) in enumerate(zip(sources, files, strict=True)):
             # A progress report may query (the cancel flag), which an open COPY forbids.
             writer.pause()
             progress(index, len(sources), f"storing {name}")
             if isinstance(read, ParseError):
-                room = MAX_PROBLEMS - len(problems)
-                problems.extend(read.problems[:room])
-                more += read.more + max(0, len(read.problems) - room)
+                problems.take(read)
                 continue
-            for packed in read:
-                topic_ids = {topic.topic_id for topic in packed.topics}
-                unknown = sorted(topic_ids - topic_pks.keys())
-                if unknown:
-                    listed = ", ".join(unknown[:20]) + (" …" if len(unknown) > 20 else "")
-                    problem(
-                        name,
-                        f"run {packed.tag} names {len(unknown)} topic(s) the campaign does not "
-                        f"have: {listed}. Import the topics first.",
-                    )
-                if packed.tag in seen_tags:
-                    problem(name, f"run tag {packed.tag} is also in {seen_tags[packed.tag]}.")
-                seen_tags.setdefault(packed.tag, name)
-                if packed.tag in taken and not replace:
-                    problem(
-                        name,
-                        f"a run tagged {packed.tag} is already imported; import with replace to "
-                        "supersede it.",
-                    )
+            try:
+                checks = ProblemCollector(name)
+                for run in read.runs:
+                    _check_run(run, name, checks, topic_pks, taken, seen_tags, replace)
+                problems.take(checks.error() if checks else None)
                 if problems:
                     continue  # keep checking the other files, but write nothing more
-                run = Run(
-                    campaign=campaign,
-                    tag=packed.tag,
-                    source_name=name[:255],
-                    line_count=packed.lines,
-                    topic_count=len(packed.topics),
-                    imported_by=importer,
-                )
-                writer.add(run, packed)
-                counts["runs"] += 1
-                counts["lines"] += packed.lines
-                counts["run topics"] += len(packed.topics)
-            # Reading the next file must not hold this one's rows as well.
-            packed = read = None
+                for run in read.runs:
+                    writer.add(
+                        Run(
+                            campaign=campaign,
+                            tag=run.tag,
+                            source_name=name[:255],
+                            line_count=run.lines,
+                            topic_count=len(run.topics),
+                            imported_by=importer,
+                        ),
+                        read.packed_topics(run),
+                    )
+                    counts["runs"] += 1
+                    counts["lines"] += run.lines
+                    counts["run topics"] += len(run.topics)
+            finally:
+                read.discard()
         if problems:
-            raise ParseError(problems, more=more)
+            raise problems.error()
         writer.finish()
     progress(len(sources), len(sources), "done")
     if not counts["replaced"]:
         del counts["replaced"]
     return ImportSummary("runs", counts)
+
+
+class _Problems:
+    """The problems of every file of an import, up to MAX_PROBLEMS kept, the rest counted."""
+
+    def __init__(self) -> None:
+        self.kept: list = []
+        self.more = 0
+
+    def take(self, error: ParseError | None) -> None:
+        if error is None:
+            return
+        room = MAX_PROBLEMS - len(self.kept)
+        self.kept += error.problems[:room]
+        self.more += error.more + sum(p.occurrences for p in error.problems[room:])
+
+    def __bool__(self) -> bool:
+        return bool(self.kept)
+
+    def error(self) -> ParseError:
+        return ParseError(self.kept, more=self.more)
+
+
+def _check_run(
+    run: RunIndex,
+    name: str,
+    checks: ProblemCollector,
+    topic_pks: dict[str, int],
+    taken: set[str],
+    seen_tags: dict[str, tuple[str, int]],
+    replace: bool,
+) -> None:
+    """The campaign's refusals of one run of file ``name``, each at the line it starts from."""
+    tag = shown(run.tag)
+    for topic, line in run.topics.items():
+        if topic not in topic_pks:
+            checks.add(
+                line,
+                f"topic {shown(topic)} (of run {tag}) is not in the campaign; import the topics "
+                "first",
+            )
+    other = seen_tags.setdefault(run.tag, (name, run.first_line))
+    if other != (name, run.first_line):
+        checks.add(
+            run.first_line,
+            f"run tag {tag} is also the tag of {other[0]} (line {other[1]}); a tag names one run",
+        )
+    if run.tag in taken and not replace:
+        checks.add(
+            run.first_line,
+            f"a run tagged {tag} is already imported; import with --replace (on the upload page: "
+            "“Replace runs with the same tag”) to supersede it",
+        )
 
 
 def pooled_doc_ids(campaign: Campaign) -> set[str]:

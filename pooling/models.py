@@ -1,7 +1,8 @@
 """Runs and pools.
 
 Storage layout (measured in bench/import_runs.py): one row per (run, topic) holding that topic's
-ranked list in trec_eval order (score descending, ties by document id descending) — document ids
+ranked list in trec_eval order (score descending compared as trec_eval's 32-bit float, ties by
+document id descending; see pooling.formats) — document ids
 newline-joined, scores as packed float64, the file's rank column as packed int32. A 5M-line import
 is 5,000 rows instead of 5M, and pooling or evaluation reads a run's topic in one fetch.
 """

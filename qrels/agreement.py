@@ -1,9 +1,14 @@
 """Agreement between assessors who judged the same (topic, document) pairs.
 
-Pure functions over plain mappings (no Django): ``Judgments`` maps an assessor to their verdicts,
-``(topic_id, doc_id) -> label``. Labels below 0 mean pooled but not judged (DESIGN.md), so they
-are no verdict and are dropped everywhere before anything is counted; a pair an assessor did not
-judge is simply absent, never "nonrelevant".
+Pure functions over plain mappings (no Django): ``Judgments`` maps an assessor to their labels,
+``(topic_id, doc_id) -> label``. A label below 0 (imported qrels: trec_eval reads it as "in the
+pool, not judged") is no grade on the scale, so no statistic counts a pair where either side is
+negative; but such pairs are not hidden either: ``negative`` counts them, ``negative_cells``
+says which labels met, and ``identical`` is the share of every pair both labelled (negatives
+included) given the very same label. Two copies of Cranfield that differ only in 225 ``-1``
+then read "kappa 1.000 over 1,612 pairs; 225 more where one side is negative; identical labels
+on 87.8% of 1,837", not a silent 1.000. A pair an assessor did not label is simply absent,
+never "nonrelevant".
 
 Everything for two assessors is computed from their confusion matrix (rows = the first
 assessor's label, columns = the second's, in the scale's label order), with integer arithmetic
@@ -73,6 +78,10 @@ class PairAgreement:
     ci: dict[str, tuple[float, float]] = field(default_factory=dict)
     per_topic: dict[str, PairAgreement] = field(default_factory=dict)
     small_n: bool = False
+    # Pairs both labelled where either label is below 0: in no statistic above, and counted here.
+    negative: int = 0
+    negative_cells: list[tuple[int, int, int]] = field(default_factory=list)  # (a, b, count)
+    identical: float | None = None  # share of all n + negative pairs with the very same label
 
 
 @dataclass
@@ -342,7 +351,10 @@ def pairwise_agreement(
     for a, b in combinations(order, 2):
         ja, jb = encoded[a], encoded[b]
         common = ja.keys() & jb.keys()
+        negative = _negative_cells(judgments.get(a, {}), judgments.get(b, {}))
         if not common:
+            if negative:
+                results.append(_only_negative(a, b, out_labels, negative))
             continue
         ia = np.fromiter((ja[pair] for pair in common), np.int64, len(common))
         ib = np.fromiter((jb[pair] for pair in common), np.int64, len(common))
@@ -360,10 +372,66 @@ def pairwise_agreement(
         by_topic = np.bincount((ti * k + ia) * k + ib, minlength=len(topics) * k * k).reshape(
             len(topics), k, k
         )
-        results.append(
-            _pair_agreement(a, b, by_topic, topics, out_labels, relevant, bootstrap, seed)
-        )
+        result = _pair_agreement(a, b, by_topic, topics, out_labels, relevant, bootstrap, seed)
+        _add_negative(result, negative)
+        results.append(result)
     return results
+
+
+NegativeCells = dict[str, Counter]  # topic -> Counter((label a, label b)) of negative pairs
+
+
+def _negative_cells(ja: Mapping[tuple[str, str], int], jb: Mapping[tuple[str, str], int]):
+    """Per topic, the (a's label, b's label) of the pairs both labelled where one is negative."""
+    cells: NegativeCells = {}
+    for pair in ja.keys() & jb.keys():
+        label_a, label_b = ja[pair], jb[pair]
+        if label_a < 0 or label_b < 0:
+            cells.setdefault(pair[0], Counter())[(label_a, label_b)] += 1
+    return cells
+
+
+def _add_negative(result: PairAgreement, cells: NegativeCells) -> None:
+    """Record the negative pairs of ``cells`` on ``result`` and its topics: their count, their
+    label combinations, and ``identical``, the share of every pair both labelled given the same
+    label (the compared pairs as the statistics see them, binary or graded)."""
+
+    def record(target: PairAgreement, counter: Counter) -> None:
+        target.negative = sum(counter.values())
+        target.negative_cells = sorted((a, b, n) for (a, b), n in counter.items())
+        same = sum(target.confusion[i][i] for i in range(len(target.labels)))
+        same += sum(n for (a, b), n in counter.items() if a == b)
+        total = target.n + target.negative
+        target.identical = same / total if total else None
+
+    overall: Counter = Counter()
+    for counter in cells.values():
+        overall.update(counter)
+    for topic, topical in result.per_topic.items():
+        record(topical, cells.get(topic, Counter()))
+    record(result, overall)
+
+
+def _only_negative(a: str, b: str, labels: list[int], cells: NegativeCells) -> PairAgreement:
+    """Two assessors whose every common pair has a negative label: nothing to compute, all to
+    show."""
+    k = len(labels)
+    result = PairAgreement(
+        a=a,
+        b=b,
+        n=0,
+        observed=None,
+        cohen_kappa=None,
+        pooled_kappa=None,
+        weighted_kappa_linear=None,
+        weighted_kappa_quadratic=None,
+        confusion=[[0] * k for _ in range(k)],
+        labels=list(labels),
+        relevant_overlap=None,
+        small_n=True,
+    )
+    _add_negative(result, cells)
+    return result
 
 
 def _pair_agreement(
@@ -441,14 +509,17 @@ def pairwise_from_counts(
             continue
         ordered = sorted(topics, key=_natural_key)
         by_topic = np.zeros((len(ordered), k, k), dtype=np.int64)
+        negative: NegativeCells = {}
         for t, topic in enumerate(ordered):
             for (label_a, label_b), count in topics[topic].items():
                 if swap:
                     label_a, label_b = label_b, label_a
-                if label_a < 0 or label_b < 0:
-                    continue
                 if count < 0:
                     raise ValueError("a count is negative")
+                if label_a < 0 or label_b < 0:
+                    if count:
+                        negative.setdefault(topic, Counter())[(label_a, label_b)] += count
+                    continue
                 try:
                     by_topic[t, position[label_a], position[label_b]] += count
                 except KeyError as error:
@@ -457,12 +528,14 @@ def pairwise_from_counts(
                     ) from None
         keep = by_topic.sum(axis=(1, 2)) > 0
         if not keep.any():
+            if negative:
+                results.append(_only_negative(a, b, out_labels, negative))
             continue
         by_topic = by_topic[keep]
         ordered = [topic for topic, kept in zip(ordered, keep.tolist(), strict=True) if kept]
-        results.append(
-            _pair_agreement(a, b, by_topic, ordered, out_labels, relevant, bootstrap, seed)
-        )
+        result = _pair_agreement(a, b, by_topic, ordered, out_labels, relevant, bootstrap, seed)
+        _add_negative(result, negative)
+        results.append(result)
     return results
 
 

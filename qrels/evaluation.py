@@ -22,7 +22,8 @@ Conventions, all trec_eval's:
   pool" and counts as nonrelevant; a -1 document is left out of the estimate);
 * per-topic values exist for the qrels topics the run returned documents for; means are over all
   qrels topics, a topic the run missed counting 0 (trec_eval ``-c``);
-* run order is score descending, ties by document id descending; the rank column is ignored.
+* run order is score descending (compared as a 32-bit float, as trec_eval keeps scores), ties
+  by document id descending; the rank column is ignored.
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
 
 import ir_measures
 import pytrec_eval
+
+from pooling.formats import trec_eval_keys
 
 MEASURES = ("AP", "nDCG@10", "P@10", "Rprec", "bpref", "infAP", "Judged@10")
 
@@ -140,33 +142,32 @@ class UnjudgedRow:
 
 
 def trec_eval_order(ranking: Mapping[str, float], depth: int | None = None) -> list[str]:
-    """Document ids in trec_eval's order: score descending, ties by document id descending.
+    """Document ids in trec_eval's order: score descending compared as trec_eval compares it
+    (a 32-bit float, :func:`pooling.formats.trec_eval_keys`), ties by document id descending:
+    the order pytrec_eval evaluates and pools are cut in.
 
     With ``depth``, only the first ``depth`` of them, found without sorting the whole ranking.
     """
     if depth is not None and depth <= 0:
         return []
-    if depth is None or len(ranking) <= depth:
-        candidates: Iterable[tuple[str, float]] = ranking.items()
+    docs = list(ranking)
+    keys = trec_eval_keys(ranking.values())
+    if depth is None or len(docs) <= depth:
+        candidates: Iterable[int] = range(len(docs))
     else:
-        scores = sorted(ranking.values())
-        floor = scores[-depth]
-        head = list(islice(ranking.items(), depth))
-        if scores[-depth - 1] < floor and min(score for _, score in head) >= floor:
-            # Runs usually arrive best first (the mapping keeps file order): when exactly
-            # `depth` scores reach the floor and the first `depth` entries all do, those are
+        ordered = sorted(keys)
+        floor = ordered[-depth]
+        if ordered[-depth - 1] < floor and min(keys[:depth]) >= floor:
+            # Runs usually arrive best first (the mapping keeps stored order): when exactly
+            # `depth` keys reach the floor and the first `depth` entries all do, those are
             # the top `depth`, in whatever order.
-            candidates = head
+            candidates = range(depth)
         else:
             # Every document at or above the floor: ties across the boundary are all kept, and
             # the sort below (on a handful) breaks them by document id.
-            candidates = [(doc, score) for doc, score in ranking.items() if score >= floor]
-    ordered = sorted(candidates, key=_score_then_docid, reverse=True)
-    return [doc for doc, _ in ordered[:depth]]
-
-
-def _score_then_docid(item: tuple[str, float]) -> tuple[float, str]:
-    return item[1], item[0]
+            candidates = [i for i, key in enumerate(keys) if key >= floor]
+    top = sorted(candidates, key=lambda i: (keys[i], docs[i]), reverse=True)
+    return [docs[i] for i in top[:depth]]
 
 
 def _qrels_for_trec_eval(qrels: Qrels) -> dict[str, dict[str, int]]:

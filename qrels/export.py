@@ -89,6 +89,7 @@ SIDECAR_COLUMNS = (
     "label",
     "assessor",
     "source",
+    "iteration",
     "rubric_version",
     "revisions",
     "position",
@@ -104,14 +105,15 @@ SIDECAR_COLUMNS = (
     "unsure",
     "note",
 )
-TEXT_COLUMNS = ("topic", "docid", "assessor", "source", "note")
+TEXT_COLUMNS = ("topic", "docid", "assessor", "source", "iteration", "note")
 # A spreadsheet reads a cell starting with one of these as a formula (or, for tab and carriage
 # return, may shift it into one); a leading quote is added to such text cells, and to cells that
 # already start with a quote, so that removing one leading quote always restores the value.
 RISKY_FIRST = frozenset("=+-@'\t\r")
 SAFETY_RULE = (
-    "Text cells (topic, docid, assessor, source, note) that start with = + - @ ' or a tab or "
-    "carriage return get one extra ' in front, so no spreadsheet reads them as a formula. "
+    "Text cells (topic, docid, assessor, source, iteration, note) that start with = + - @ ' or "
+    "a tab or carriage return get one extra ' in front, so no spreadsheet reads them as a "
+    "formula. "
     "To recover the value, remove one leading ' from a text cell that starts with one. "
     "Labels and other numbers are never changed."
 )
@@ -410,7 +412,7 @@ def _neutralised_sql(expression: str) -> str:
     )
 
 
-# A sidecar row is ROW_COLUMNS (0-7), the raw note (8), then the 19 TSV cells (SIDECAR_COLUMNS)
+# A sidecar row is ROW_COLUMNS (0-7), the raw note (8), then the 20 TSV cells (SIDECAR_COLUMNS)
 # exactly as they are written. On PostgreSQL the database writes the cells (neutralised text,
 # ISO times, flags as 1/0, COPY escapes) and they reach the file untouched.
 NOTE = len(ROW_COLUMNS)
@@ -447,6 +449,10 @@ def _json_sql(c: dict[str, str]) -> str:
         ("label", "j.label"),
         ("assessor", _json_string_sql(c["assessor"])),
         ("source", "'\"' || j.source || '\"'"),
+        (
+            "iteration",
+            f"(CASE WHEN j.iteration = '' THEN 'null' ELSE {_json_string_sql('j.iteration')} END)",
+        ),
         ("rubric_version", number(c["rubric_version"])),
         ("revisions", "j.version"),
         ("position", number("j.position")),
@@ -478,6 +484,7 @@ def _sidecar_sql(c: dict[str, str]) -> list[str]:
         "j.label",
         _neutralised_sql(c["assessor"]),
         "j.source",
+        _neutralised_sql("j.iteration"),
         c["rubric_version"],
         "j.version",
         "j.position",
@@ -501,6 +508,7 @@ def _sidecar_raw(c: dict[str, str]) -> list[str]:
     return [
         "j.note",
         "j.source",
+        "j.iteration",
         c["rubric_version"],
         "j.version",
         "j.position",
@@ -519,6 +527,7 @@ _RAW_CONVERTERS = (
     *ROW_CONVERTERS,
     as_text,
     as_text,
+    as_text,
     as_int,
     as_int,
     as_int,
@@ -534,16 +543,17 @@ _RAW_CONVERTERS = (
 
 
 def tsv_cells(f: list[str]) -> list[str]:
-    """The 19 TSV cells from a raw row (ROW_COLUMNS, then the values of _sidecar_raw)."""
+    """The 20 TSV cells from a raw row (ROW_COLUMNS, then the values of _sidecar_raw)."""
     (topic, doc, label, _, _, first, pool, who, note) = f[:HEAD]
-    (source, rubric, revisions, position, served, judged, seconds, active) = f[HEAD : HEAD + 8]
-    (stratum, probability, unreadable, unsure) = f[HEAD + 8 :]
+    (source, iteration, rubric, revisions, position, served, judged) = f[HEAD : HEAD + 7]
+    (seconds, active, stratum, probability, unreadable, unsure) = f[HEAD + 7 :]
     return [
         _safe(topic),
         _safe(doc),
         label,
         _safe(who),
         source,
+        _safe(iteration),
         rubric,
         revisions,
         position,
@@ -565,11 +575,19 @@ _json_string = json.encoder.encode_basestring  # the C encoder json.dumps(ensure
 _NOT_A_NUMBER = frozenset({"", "NaN", "Infinity", "-Infinity"})  # JSON has none of these
 _JSON_LINE = (
     '{"topic": %s, "docid": %s, "label": %s, "assessor": %s, "source": "%s", '
-    '"rubric_version": %s, "revisions": %s, "position": %s, "served_at": %s, '
+    '"iteration": %s, "rubric_version": %s, "revisions": %s, "position": %s, "served_at": %s, '
     '"first_judged_at": "%s", "judged_at": "%s", "seconds_on_screen": %s, '
     '"active_seconds": %s, "pool": %s, "stratum": %s, "inclusion_probability": %s, '
     '"unreadable": %s, "unsure": %s, "note": %s}'
 )
+
+
+def _json_iteration(cell: str) -> str:
+    """The iteration as JSON from its TSV cell: null when empty, else the raw string."""
+    if not cell:
+        return "null"
+    value = decode_cell(cell) if ("\\" in cell or cell[0] == "'") else cell
+    return _json_string(value)
 
 
 def sidecar_json(head: list[str], cells: list[str]) -> str:
@@ -581,6 +599,7 @@ def sidecar_json(head: list[str], cells: list[str]) -> str:
         label,
         _,
         source,
+        iteration,
         rubric,
         revisions,
         position,
@@ -602,6 +621,7 @@ def sidecar_json(head: list[str], cells: list[str]) -> str:
         label,
         _json_string(unescape(who) if "\\" in who else who),
         source,
+        _json_iteration(iteration),
         rubric or "null",
         revisions,
         position or "null",
@@ -928,11 +948,13 @@ def _write_bundle(
         else:
             if negatives:
                 tally[2] += 1
-            if qrels_rows is not None and write_unjudged and (pooled or negatives):
+            # An imported negative label is written as it came; a pooled pair nobody labelled
+            # only when unjudged pairs are asked for (qrels.policies, "Negative labels").
+            if qrels_rows is not None and (negatives or (write_unjudged and pooled)):
                 qrels_rows.append((topic_id, doc_id, unjudged_label(negatives)))
 
     add_tsv, add_json = tsv.append, jsonl.append
-    per_assessor, keep_negative = options.per_assessor, options.unjudged == "-1"
+    per_assessor = options.per_assessor
     counts: dict[int, int] = {}
     for f, line, json_line in chain.from_iterable(batches):
         topic, doc, label_text, assessor_id, pseudonym, first, pool, who, _ = f
@@ -962,7 +984,7 @@ def _write_bundle(
             verdicts.append((assessor_id, label, first, pseudonym))
         else:
             negatives.append(label)
-        if per_assessor and (label >= 0 or keep_negative):
+        if per_assessor:
             writer = per_assessor_files.get(who)
             if writer is None:
                 file_name = _file_name_for(unescape(who), taken_names)
@@ -1212,6 +1234,14 @@ def _agreement(s: Scope, verdicts: dict[str, dict[tuple[str, str], int]]) -> dic
     }
 
 
+NEGATIVE_RULE = (
+    "A label below 0 comes only from imported qrels and is kept as written: it is exported as "
+    "it came, by default. It is not a grade: trec_eval reads any label below 0 as 'in the pool, "
+    "not judged'. Where someone gave the same pair a label of 0 or more, those labels decide "
+    "the pair's line; a pair with negative labels only keeps them (the sources' shared label, "
+    "-1 where they differ). Pooljudge writes -1 for a pair it pooled and nobody labelled only "
+    "when unjudged pairs are asked for (unjudged: -1)."
+)
 POLICY_TEXT = {
     "primary": "the topic's primary assessor's label; where they did not judge the pair, the "
     "majority rule",
@@ -1252,9 +1282,9 @@ def _manifest(
         "judgments": 0,
     }
     verdict_totals: dict[int, int] = {}
-    for topic_id, title in campaign.topics.order_by("position", "topic_id").values_list(
-        "topic_id", "title"
-    ):
+    for topic_id, title, original_id in campaign.topics.order_by(
+        "position", "topic_id"
+    ).values_list("topic_id", "title", "original_id"):
         n_pooled = pooled.get(topic_id, 0)
         n_in_pool = judged_in_pool.get(topic_id, 0)
         labels = verdicts_by_topic.get(topic_id, {})
@@ -1272,6 +1302,8 @@ def _manifest(
             "judgments": sum(labels.values()),
             "verdicts": {str(label): labels[label] for label in sorted(labels)},
         }
+        if original_id:
+            entry["original_id"] = original_id  # the topic file's id; topic is its position
         topics.append(entry)
         for key in totals:
             totals[key] += entry[key]
@@ -1325,7 +1357,7 @@ def _manifest(
                 }
                 for label in (rubric.labels.all() if rubric else [])
             ],
-            "negative_labels": "-1 (any label below 0): in the pool but not judged.",
+            "negative_labels": NEGATIVE_RULE,
         },
         "rubric_history": _rubric_history(campaign),
         "export": {
@@ -1353,11 +1385,45 @@ def _manifest(
     }
 
 
+# Characters with a meaning in (GitHub-flavoured) Markdown inline text or tables: a value from
+# the campaign (a title, a run tag, an assessor's name, a label's example) is shown as written.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~&])")
+# At a line's start: a heading, quote, list item or setext rule (an ordered list's "1." is
+# escaped at its dot: a backslash before a digit is no escape).
+_LINE_START = re.compile(r"^([#>+\-=])|^(\d+)([.)])")
+
+
 def _md(text: Any) -> str:
-    """A value for a Markdown table cell: one line, pipes escaped."""
+    """A value as Markdown inline text (a table cell, a heading, a sentence): on one line, with
+    every character Markdown or HTML would read escaped."""
     if text is None:
         return "—"
-    return " ".join(str(text).split()).replace("|", "\\|") or "—"
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(str(text).split())) or "—"
+
+
+def _md_block(text: str) -> str:
+    """A multi-line value (a description) as Markdown paragraphs: lines kept, each escaped as
+    inline text, and nothing at a line's start read as a heading, quote, list or rule."""
+    lines = []
+    for line in text.strip().splitlines():
+        escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(line.split()))
+        lines.append(_LINE_START.sub(_escape_line_start, escaped))
+    return "\n".join(lines)
+
+
+def _escape_line_start(match: re.Match) -> str:
+    if match.group(1):
+        return "\\" + match.group(1)
+    return match.group(2) + "\\" + match.group(3)
+
+
+def _code(value: Any) -> str:
+    """An id or tag in code font, exactly as written; as escaped text when it holds a backtick
+    or a pipe (which no code span shows reliably inside a table)."""
+    text = str(value)
+    if "`" in text or "|" in text or not text.strip():
+        return _md(text)
+    return f"`{text}`"
 
 
 def _number(value: float | None, digits: int = 3) -> str:
@@ -1372,13 +1438,13 @@ def render_readme(manifest: dict[str, Any]) -> str:
     t = m["totals"]
     out: list[str] = []
     w = out.append
-    w(f"# {c['title']}: relevance judgments\n")
+    w(f"# {_md(c['title'])}: relevance judgments\n")
     w(
         f"Campaign `{c['slug']}`, exported {m['exported_at']} by Pooljudge "
         f"{m['software']['version']} (bundle `{m['name']}`, format `{m['format']}`).\n"
     )
-    if c["description"]:
-        w(c["description"].strip() + "\n")
+    if c["description"].strip():
+        w(_md_block(c["description"]) + "\n")
     w("Read this before the qrels: the qrels parse anywhere, but what their integers mean, how")
     w("deep the pools were and how complete the judgments are is written only here.\n")
 
@@ -1386,7 +1452,7 @@ def render_readme(manifest: dict[str, Any]) -> str:
     w("| File | What it holds | Lines | SHA-256 |")
     w("| --- | --- | ---: | --- |")
     for f in m["files"]:
-        w(f"| `{f['path']}` | {_md(f['description'])} | {f['lines']:,} | `{f['sha256']}` |")
+        w(f"| {_code(f['path'])} | {_md(f['description'])} | {f['lines']:,} | `{f['sha256']}` |")
     w("| `README.md` | This documentation, for people. | | in `campaign.json` and `SHA256SUMS` |")
     w(
         "| `campaign.json` | This documentation for programs, with the SHA-256 of every file "
@@ -1405,13 +1471,27 @@ def render_readme(manifest: dict[str, Any]) -> str:
     w("Lines are sorted by topic id, then document id, in code-point order (`LC_ALL=C sort`);")
     w("ids are exactly as imported (leading zeros kept).")
     if e["unjudged"] == "-1":
-        w("Pooled pairs nobody judged are written with label -1 (in the pool, not judged;")
+        w("Pooled pairs nobody labelled are written with label -1 (in the pool, not judged;")
         w("unsampled entries of sampled pools included), the convention inferred measures need.")
     else:
-        w("Pairs nobody judged are absent. **Absence means not judged, not non-relevant.**")
+        w("Pairs nobody labelled are absent. **Absence means not judged, not non-relevant.**")
+    negative_lines = sum(
+        count
+        for f in m["files"]
+        if f.get("labels")
+        for label, count in f["labels"].items()
+        if int(label) < 0
+    )
+    if negative_lines:
+        w(f"The qrels hold {negative_lines:,} lines with a negative label.")
+    w(f"**Negative labels.** {m['scale']['negative_labels']}")
     if e["binary"]:
         w(f"Labels are binary: 1 for labels >= {m['scale']['relevance_threshold']}, else 0;")
         w("negative labels kept.")
+    if any("original_id" in topic for topic in m["topics"]):
+        w("Topic ids are positions in the topic file (imported with positional ids, as")
+        w("Cranfield's qrels number its queries); each topic's own id in that file is its")
+        w("`original_id` in `campaign.json` and beside it in the table below.")
     if not e["include_imported"]:
         w("Imported judgments (earlier qrels) were left out.")
     if e["pool"] is not None:
@@ -1429,14 +1509,15 @@ def render_readme(manifest: dict[str, Any]) -> str:
         )
     w("")
     w(f"Relevant from label {scale['relevance_threshold']} (binary measures, the `binary`")
-    w("option, agreement overlap). A label below 0 means in the pool but not judged.\n")
+    w("option, agreement overlap). Labels below 0 (imported qrels) are not on the scale: see")
+    w("**Negative labels** above.\n")
     if len(m["rubric_history"]) > 1:
         w("Rubric history (judgments record the version their assessor was shown):\n")
         for version in m["rubric_history"]:
-            note = f" ({version['note']})" if version["note"] else ""
+            note = f" ({_md(version['note'])})" if version["note"] else ""
             w(
                 f"- v{version['version']}, {version['created_at']}{note}: "
-                + "; ".join(version["changes"])
+                + "; ".join(_md(change) for change in version["changes"])
             )
         w("")
 
@@ -1457,11 +1538,11 @@ def render_readme(manifest: dict[str, Any]) -> str:
         w("No built pool: the judged pairs come from imported qrels or other sources.\n")
     for pool in m["pools"]:
         w(
-            f"- **Pool v{pool['version']}**: {pool['description']}; {len(pool['runs'])} runs "
-            f"contributed ({', '.join(f'`{tag}`' for tag in pool['runs'][:30])}"
+            f"- **Pool v{pool['version']}**: {_md(pool['description'])}; {len(pool['runs'])} runs "
+            f"contributed ({', '.join(_code(tag) for tag in pool['runs'][:30])}"
             f"{' …' if len(pool['runs']) > 30 else ''}); {pool['size']:,} pairs over "
             f"{pool['topics']} topics; seed {_md(pool['seed'])}; "
-            f"built {pool['built_at']} by Pooljudge {pool['software_version']}."
+            f"built {pool['built_at']} by Pooljudge {_md(pool['software_version'])}."
         )
     if m["pools"]:
         w("")
@@ -1480,8 +1561,9 @@ def render_readme(manifest: dict[str, Any]) -> str:
     w("| --- | ---: | ---: | ---: | ---: | --- |")
     for topic in m["topics"][:README_TOPIC_ROWS]:
         fraction = topic["fraction_judged"]
+        original = f" (file: {_code(topic['original_id'])})" if "original_id" in topic else ""
         w(
-            f"| `{topic['topic']}` | {topic['pooled']:,} | {topic['judged']:,} | "
+            f"| {_code(topic['topic'])}{original} | {topic['pooled']:,} | {topic['judged']:,} | "
             f"{topic['unjudged']:,} | {'—' if fraction is None else f'{100 * fraction:.1f}%'} | "
             + (", ".join(f"{k}: {v:,}" for k, v in topic["verdicts"].items()) or "—")
             + " |"
@@ -1513,13 +1595,13 @@ def render_readme(manifest: dict[str, Any]) -> str:
         w("")
         for pair in agree["pairs"]:
             if pair.get("statement"):
-                w(f"- {pair['a']} / {pair['b']}: {pair['statement']}")
+                w(f"- {_md(pair['a'])} / {_md(pair['b'])}: {pair['statement']}")
         w("95% bootstrap intervals and per-topic figures are in `campaign.json`.\n")
 
     w("## The sidecar (`judgments.tsv`, `judgments.jsonl`)\n")
-    w("One row per assessor judgment (current verdict), imported ones marked by `source`; keys")
-    w("(`topic`, `docid`) join to the qrels (rows with a negative label join only when unjudged")
-    w("pairs are written as -1). Columns:\n")
+    w("One row per assessor judgment (current verdict), imported ones marked by `source`, with")
+    w("the `iteration` column of the qrels line they came from (empty for judgments made in")
+    w("Pooljudge); keys (`topic`, `docid`) join to the qrels. Columns:\n")
     w("`" + "`, `".join(m["sidecar"]["columns"]) + "`.\n")
     w(
         "Assessors are named by a stable pseudonym"

@@ -21,6 +21,7 @@ from campaigns.textfiles import (
     read_bytes,
     shown,
     source_name,
+    split_fields,
 )
 
 CONFLICT_POLICIES = ("refuse", "max", "min", "first")
@@ -79,7 +80,7 @@ def parse_qrels(
             extra_warnings += 1
 
     for number, line in enumerate(lines, 1):
-        parts = line.split()
+        parts = split_fields(line)
         if not parts or parts[0][0] == "#":
             continue
         if len(parts) != 4:

@@ -33,6 +33,8 @@ class ExportForm(forms.Form):
         ],
         initial="omit",
         widget=forms.RadioSelect,
+        help_text="Pairs nobody labelled. Negative labels from imported qrels are written as "
+        "they came either way.",
     )
     pool = forms.ChoiceField(
         label="Pool",

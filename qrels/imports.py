@@ -13,7 +13,8 @@ from django.utils import timezone
 
 from campaigns.imports import ImportSummary, refuse
 from campaigns.models import Assessor, Campaign, Judgment, JudgmentRevision
-from campaigns.textfiles import decode_lines, read_bytes
+from campaigns.scales import scale_advice
+from campaigns.textfiles import ProblemCollector, decode_lines, read_bytes, shown
 from qrels.formats import parse_qrels
 
 
@@ -29,10 +30,13 @@ def import_qrels(
 ) -> ImportSummary:
     """Record the file's judgments as those of the imported assessor ``assessor``.
 
-    Pairs this assessor already judged with the same label are left alone; a different label
-    becomes a new revision (the earlier verdict stays in the history). Raises ParseError (nothing
-    changed) for a bad line, an unknown topic, a label outside the rubric (negative labels, which
-    mean "pooled, not judged", are always kept), or an assessor name that belongs to a person."""
+    Labels are kept as written, negative ones included, with the line's iteration column (the
+    round a TREC collection judged the pair in). Pairs this assessor already has with the same
+    label and iteration are left alone; anything else becomes a new revision (the earlier
+    verdict stays in the history). Raises ParseError (nothing changed) naming the line of a bad
+    line, a topic the campaign lacks or a label outside its scale (negative labels are always
+    accepted: they are not verdicts on the scale), or an assessor name that belongs to a
+    person."""
     data = read_bytes(source, name=name, max_ratio=settings.POOLJUDGE_MAX_GZIP_RATIO)
     parsed = parse_qrels(
         decode_lines(data, source=name, encoding=encoding), source=name, on_conflict=on_conflict
@@ -40,41 +44,39 @@ def import_qrels(
     topic_pks = dict(campaign.topics.values_list("topic_id", "pk"))
     rubric = campaign.current_rubric()
     allowed = {label.value for label in rubric.labels.all()} if rubric else set()
-    unknown_topics = sorted({j.topic_id for j in parsed.judgments} - topic_pks.keys())
-    bad_labels = sorted(
-        {j.label for j in parsed.judgments if j.label >= 0 and j.label not in allowed}
-    )
-    problems = []
-    if unknown_topics:
-        problems.append(
-            f"{len(unknown_topics)} topic(s) are not in the campaign: "
-            + ", ".join(unknown_topics[:20])
-            + (" …" if len(unknown_topics) > 20 else "")
-            + ". Import the topics first."
-        )
-    if bad_labels:
-        problems.append(
-            f"label(s) {', '.join(map(str, bad_labels))} are not on the campaign's scale "
-            f"({', '.join(map(str, sorted(allowed)))}); negative labels are always accepted."
-        )
+    problems = ProblemCollector(name)
+    scale = ", ".join(map(str, sorted(allowed))) or "none"
+    where = scale_advice(campaign)
+    for j in parsed.judgments:
+        if j.topic_id not in topic_pks:
+            problems.add(
+                j.line, f"topic {shown(j.topic_id)} is not in the campaign; import the topics first"
+            )
+        if j.label >= 0 and j.label not in allowed:
+            problems.add(
+                j.line,
+                f"label {j.label} is not on the campaign's scale ({scale}; negative labels are "
+                f"always accepted): {where}",
+            )
     existing = Assessor.objects.filter(campaign=campaign, name=assessor).first()
     if existing is not None and existing.kind != Assessor.Kind.IMPORTED:
-        problems.append(f"{assessor!r} is a person in this campaign; choose another source name.")
-    if problems:
-        raise refuse(name, problems)
+        problems.add(
+            None, f"{assessor!r} is a person in this campaign; choose another source name."
+        )
+    problems.raise_if_any()
 
     now = timezone.now()
     source_assessor = existing or Assessor.objects.create(
         campaign=campaign, name=assessor, kind=Assessor.Kind.IMPORTED
     )
     current = {
-        (topic_id, doc_id): (pk, label, version)
-        for pk, topic_id, doc_id, label, version in Judgment.objects.filter(
+        (topic_id, doc_id): (pk, label, iteration, version)
+        for pk, topic_id, doc_id, label, iteration, version in Judgment.objects.filter(
             assessor=source_assessor
-        ).values_list("pk", "topic__topic_id", "doc_id", "label", "version")
+        ).values_list("pk", "topic__topic_id", "doc_id", "label", "iteration", "version")
     }
     new: list[Judgment] = []
-    revised: list[tuple[int, int, int]] = []
+    revised: list[tuple[int, int, str, int]] = []
     unchanged = 0
     for j in parsed.judgments:
         known = current.get((j.topic_id, j.doc_id))
@@ -86,23 +88,34 @@ def import_qrels(
                     doc_id=j.doc_id,
                     assessor=source_assessor,
                     label=j.label,
+                    iteration=j.iteration,
                     source=Judgment.Source.IMPORTED,
                     judged_at=now,
                     first_judged_at=now,
                 )
             )
-        elif known[1] == j.label:
+        elif known[1:3] == (j.label, j.iteration):
             unchanged += 1
         else:
-            revised.append((known[0], j.label, known[2] + 1))
+            # A new label, or the same label from another round: a new verdict in the history.
+            revised.append((known[0], j.label, j.iteration, known[3] + 1))
     Judgment.objects.bulk_create(new, batch_size=2000)
-    for pk, label, version in revised:
-        Judgment.objects.filter(pk=pk).update(label=label, version=version, judged_at=now)
+    for pk, label, iteration, version in revised:
+        Judgment.objects.filter(pk=pk).update(
+            label=label, iteration=iteration, version=version, judged_at=now
+        )
     JudgmentRevision.objects.bulk_create(
-        [JudgmentRevision(judgment=j, version=1, label=j.label, judged_at=now) for j in new]
+        [
+            JudgmentRevision(
+                judgment=j, version=1, label=j.label, iteration=j.iteration, judged_at=now
+            )
+            for j in new
+        ]
         + [
-            JudgmentRevision(judgment_id=pk, version=v, label=label, judged_at=now)
-            for pk, label, v in revised
+            JudgmentRevision(
+                judgment_id=pk, version=v, label=label, iteration=iteration, judged_at=now
+            )
+            for pk, label, iteration, v in revised
         ],
         batch_size=2000,
     )

@@ -3,8 +3,17 @@
 A campaign can hold several current verdicts on one pair (overlap for agreement, a re-judged
 collection, imported qrels beside new judgments). A qrels file holds one label per pair, so an
 export names a policy, and the policy is recorded with it. Only current verdicts count (the
-:class:`~campaigns.models.Judgment` rows; revisions are history), and a negative label is not a
-verdict: an imported ``-1`` says "pooled, not judged" (DESIGN.md).
+:class:`~campaigns.models.Judgment` rows; revisions are history).
+
+Negative labels (the rule, stated in the README and in every bundle's README): a negative label
+comes only from an imported qrels file (the rubric has none) and is kept as written: it is
+exported as it came, by default, in the qrels and the per-assessor files. It is not a grade:
+trec_eval reads any label below 0 as "in the pool, not judged" (Cranfield's 225 ``-1`` are read
+so too), so no policy weighs it against the verdicts (labels >= 0) of other assessors on the same
+pair: those decide the pair's label, and a pair with negative labels only keeps them (the
+sources' shared label, -1 where they differ). Pooljudge itself gives the meaning "pooled, not
+judged" only to the pairs it pooled and nobody labelled, and writes them only when asked
+(``unjudged="-1"``).
 
 The policies (``POLICIES``), over the verdicts (labels >= 0) on one pair:
 
@@ -39,11 +48,10 @@ Options shared by every function here:
 * ``pool``: a :class:`~pooling.models.Pool`. With one, only pairs in that pool are written
   (verdicts on other pairs are left out) and its entries are the pooled pairs; without one,
   every verdict is written and the pooled pairs are the entries of every built pool.
-* ``unjudged``: ``"omit"`` (default) leaves pooled pairs without a verdict out: absence means
+* ``unjudged``: ``"omit"`` (default) leaves pooled pairs nobody labelled out: absence means
   "not judged". ``"-1"`` writes them with label -1, trec_eval's "in the pool, not judged", the
   convention inferred measures (infAP) need; this includes the unsampled entries of a sampled
-  pool. A pair an imported source marked with a negative label counts as pooled too, and keeps
-  that source's negative label (-1 where sources give different ones).
+  pool. Either way, a pair with an imported negative label is written with it (see above).
 * ``binary``: after the policy, labels >= ``campaign.relevance_threshold`` become 1 and the
   others 0; negative labels are kept as they are.
 
@@ -646,8 +654,8 @@ class Resolver:
 
 
 def unjudged_label(negatives: list[int]) -> int:
-    """The label of a pooled pair nobody judged: the sources' own negative label when they
-    agree on one, else -1."""
+    """The label of a pair without a verdict: the sources' own negative label when they agree
+    on one, else -1 (also for a pooled pair nobody labelled)."""
     if negatives and len(set(negatives)) == 1:
         return negatives[0]
     return -1
@@ -699,12 +707,14 @@ def resolve_pairs(
     *,
     unjudged: Unjudged = "omit",
 ) -> Iterator[tuple[str, str, int]]:
-    """(topic id, document id, label) for each pair that gets a line, in the pairs' order."""
+    """(topic id, document id, label) for each pair that gets a line, in the pairs' order: the
+    policy's label where there are verdicts, else the imported negative label, else (pooled
+    pairs nobody labelled) -1 when ``unjudged`` is "-1"."""
     write_unjudged = unjudged == "-1"
     for topic_id, doc_id, verdicts, negatives, pooled in pairs:
         if verdicts:
             yield topic_id, doc_id, resolver(topic_id, verdicts)
-        elif write_unjudged and (pooled or negatives):
+        elif negatives or (write_unjudged and pooled):
             yield topic_id, doc_id, unjudged_label(negatives)
 
 
@@ -782,11 +792,10 @@ def per_assessor_qrels(
 ) -> dict[str, Qrels]:
     """Each assessor's own qrels, assessor name -> topic id -> document id -> label.
 
-    An assessor's file holds their own current verdicts (no policy is involved); with
-    ``unjudged="-1"`` it also keeps their own negative labels (an imported source's "pooled,
-    not judged"). Pooled pairs an assessor never saw are not added: which pairs were theirs to
-    judge is an assignment question, not a qrels one. Assessors without a judgment in the
-    scope are absent."""
+    An assessor's file holds their own current labels (no policy is involved), an imported
+    source's negative labels included, as they came. Pooled pairs an assessor never saw are not
+    added, whatever ``unjudged``: which pairs were theirs to judge is an assignment question,
+    not a qrels one. Assessors without a judgment in the scope are absent."""
     check_options("max", unjudged)
     s = scope(campaign=campaign, include_imported=include_imported, assessors=assessors, pool=pool)
     names = {
@@ -797,10 +806,7 @@ def per_assessor_qrels(
     result: dict[str, Qrels] = {}
     for f in judgment_rows(s):
         label = int(f[LABEL])
-        if label < 0:
-            if unjudged != "-1":
-                continue
-        elif binary:
+        if binary and label >= 0:
             label = 1 if label >= threshold else 0
         qrels = result.setdefault(names[f[ASSESSOR_ID]], {})
         qrels.setdefault(unescape(f[TOPIC]), {})[unescape(f[DOC])] = label

@@ -159,6 +159,8 @@ def _agreement_csv(data: runscores.AgreementData) -> str:
         "weighted_kappa_quadratic",
         "relevant_overlap",
         "small_n",
+        "negative",
+        "identical",
     ]
     rows = []
     for pair in data.pairs:
@@ -177,6 +179,8 @@ def _agreement_csv(data: runscores.AgreementData) -> str:
                     f["weighted_kappa_quadratic"],
                     f["relevant_overlap"],
                     int(f["small_n"]),
+                    f["negative"],
+                    f["identical"],
                 ]
             )
     return _csv(header, rows)
@@ -249,6 +253,7 @@ def agreement_page(request: HttpRequest, slug: str) -> HttpResponse:
         "pair_rows": pair_rows,
         "small_n": agreement.SMALL_N,
         "small_pairs": sum(1 for pair in data.pairs if pair.small_n),
+        "negative_pairs": [pair for pair in data.pairs if pair.negative],
         "graded_scale": len(data.scale) > 2,
         "csv_url": _query(request, format="csv"),
         "json_url": _query(request, format="json"),

@@ -19,7 +19,7 @@ from __future__ import annotations
 import io
 import re
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -95,6 +95,42 @@ def stored_runs(*, runs: Iterable[Run], progress: ProgressFn = _no_progress) -> 
             seen.add(run_id)
             progress(len(seen), total, "reading runs")
     return result
+
+
+# Ranked documents of the runs one batch of stored_run_batches holds (a batch has one run at
+# least): the 143 TREC-COVID round-1 runs (3.5M documents) come in about 14 batches, and scoring
+# them holds about a tenth of them at a time (bench/memory.py).
+BATCH_DOCUMENTS = 250_000
+
+
+def stored_run_batches(
+    *, runs: Sequence[Run], progress: ProgressFn = _no_progress, documents: int | None = None
+) -> Iterator[Runs]:
+    """:func:`stored_runs` for ``runs`` a few at a time (in their order), each batch holding
+    about ``documents`` (default BATCH_DOCUMENTS) ranked documents, so that scoring every run
+    needs the memory of a batch, not of them all."""
+    documents = BATCH_DOCUMENTS if documents is None else documents
+    lengths = dict(
+        RunTopic.objects.filter(run__in=[run.pk for run in runs])
+        .values("run")
+        .annotate(n=Sum("length"))
+        .values_list("run", "n")
+        .order_by()
+    )
+    batch: list[Run] = []
+    size = done = 0
+    for run in runs:
+        length = lengths.get(run.pk) or 0
+        if batch and size + length > documents:
+            yield stored_runs(runs=batch)
+            done += len(batch)
+            progress(done, len(runs), "scoring runs")
+            batch, size = [], 0
+        batch.append(run)
+        size += length
+    if batch:
+        yield stored_runs(runs=batch)
+        progress(done + len(batch), len(runs), "scoring runs")
 
 
 def ranked_documents(campaign: Campaign) -> int:
@@ -311,23 +347,6 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def _evaluate(
-    qrels: Qrels, runs: Runs, measures: Sequence[str], threshold: int, progress: ProgressFn
-) -> list[evaluation.RunScores]:
-    # One evaluator for all runs (evaluate_runs builds one), fed in slices so a job reports
-    # progress and notices a cancellation between slices.
-    names = list(runs)
-    step = max(1, len(names) // 20)
-    scores: list[evaluation.RunScores] = []
-    for start in range(0, len(names), step):
-        chunk = {name: runs[name] for name in names[start : start + step]}
-        scores += evaluation.evaluate_runs(
-            qrels, chunk, measures=measures, relevance_threshold=threshold
-        )
-        progress(len(scores), len(names), "scoring runs")
-    return scores
-
-
 def _check_measures(measures: Sequence[str]) -> list[str]:
     measures = list(measures)
     if not measures:
@@ -366,8 +385,13 @@ def evaluation_report(
         raise ValueError(f"The qrels ({source.describe(campaign)}) hold no judgment yet.")
     pools = _pools_for(campaign, source)
     contributors = {tag for pool in pools for tag in pool.runs.values_list("tag", flat=True)}
-    runs = stored_runs(runs=current_runs(campaign), progress=progress)
-    scores = _evaluate(qrels, runs, measures, threshold, progress)
+    # Batch by batch: memory holds a batch of runs, not every run (a job also reports progress
+    # and notices a cancellation between batches).
+    scores: list[evaluation.RunScores] = []
+    for batch in stored_run_batches(runs=current_runs(campaign), progress=progress):
+        scores += evaluation.evaluate_runs(
+            qrels, batch, measures=measures, relevance_threshold=threshold
+        )
     topics = topic_order(campaign, [t for t, labels in qrels.items() if labels])
     campaign_topics = set(campaign.topics.values_list("topic_id", flat=True))
     rows = []
@@ -488,16 +512,16 @@ def stability_report(
                 f"The qrels ({source.describe(campaign)}) hold no judgment"
                 + (" on a topic both qrels have." if common_topics else ".")
             )
-    runs = stored_runs(runs=current_runs(campaign), progress=progress)
-    if len(runs) < 2:
+    run_list = current_runs(campaign)
+    if len(run_list) < 2:
         raise ValueError("Ranking stability needs at least two runs.")
-    means = {}
-    for key in ("first", "second"):
-        scored = evaluation.evaluate_runs(
-            sides[key], runs, measures=[measure], relevance_threshold=threshold
-        )
-        means[key] = {s.run: s.mean[measure] for s in scored}
-        progress(1 if key == "first" else 2, 2, "scoring runs")
+    means: dict[str, dict[str, float]] = {"first": {}, "second": {}}
+    for batch in stored_run_batches(runs=run_list, progress=progress):
+        for key in ("first", "second"):
+            scored = evaluation.evaluate_runs(
+                sides[key], batch, measures=[measure], relevance_threshold=threshold
+            )
+            means[key].update((s.run, s.mean[measure]) for s in scored)
     order = {key: agreement.order_by_score(means[key]) for key in means}
     tau = agreement.kendall_tau(order["first"], order["second"])
     rank = {key: {run: i for i, run in enumerate(order[key], start=1)} for key in order}
@@ -672,9 +696,10 @@ class AssessorInfo:
 
 
 def judging_assessors(campaign: Campaign, *, include_imported: bool = True) -> list[AssessorInfo]:
-    """The campaign's assessors with at least one verdict (label >= 0): people first, then
-    imported sources, each by name. (One index probe per assessor, not a count of judgments.)"""
-    verdicts = Judgment.objects.filter(assessor=OuterRef("pk"), label__gte=0)
+    """The campaign's assessors with at least one label (an imported source of negative labels
+    only included: agreement shows its pairs): people first, then imported sources, each by
+    name. (One index probe per assessor, not a count of judgments.)"""
+    verdicts = Judgment.objects.filter(assessor=OuterRef("pk"))
     assessors = (
         Assessor.objects.filter(campaign=campaign)
         .filter(Exists(verdicts))
@@ -690,10 +715,11 @@ def judging_assessors(campaign: Campaign, *, include_imported: bool = True) -> l
 def agreement_counts(
     *, campaign: Campaign, assessors: Mapping[int, str]
 ) -> dict[tuple[str, str], dict[str, dict[tuple[int, int], int]]]:
-    """(name a, name b) -> topic id -> (a's label, b's label) -> number of pairs both judged,
-    for every two of ``assessors`` (id -> name) with a common judged pair. The database pairs
-    the judgments and counts them (one self-join and GROUP BY), so only the confusion matrices
-    travel, whatever the number of judgments."""
+    """(name a, name b) -> topic id -> (a's label, b's label) -> number of pairs both labelled,
+    for every two of ``assessors`` (id -> name) with a common pair, negative labels included
+    (agreement counts those pairs apart). The database pairs the judgments and counts them (one
+    self-join and GROUP BY), so only the confusion matrices travel, whatever the number of
+    judgments."""
     if len(assessors) < 2:
         return {}
     table = connection.ops.quote_name(Judgment._meta.db_table)
@@ -705,7 +731,7 @@ def agreement_counts(
         f"FROM {table} j1 JOIN {table} j2 ON j2.campaign_id = j1.campaign_id "
         "AND j2.topic_id = j1.topic_id AND j2.doc_id = j1.doc_id "
         "AND j2.assessor_id > j1.assessor_id "
-        f"WHERE j1.campaign_id = %s AND j1.label >= 0 AND j2.label >= 0 "
+        "WHERE j1.campaign_id = %s "
         f"AND j1.assessor_id IN ({marks}) AND j2.assessor_id IN ({marks}) "
         "GROUP BY j1.assessor_id, j2.assessor_id, j1.topic_id, j1.label, j2.label"
     )
@@ -829,6 +855,8 @@ def agreement_data(
 def pair_figures(pair: agreement.PairAgreement) -> dict[str, Any]:
     return {
         "n": pair.n,
+        "negative": pair.negative,
+        "identical": pair.identical,
         "observed": pair.observed,
         "cohen_kappa": pair.cohen_kappa,
         "pooled_kappa": pair.pooled_kappa,
@@ -851,6 +879,7 @@ def agreement_json(data: AgreementData) -> dict[str, Any]:
                 **pair_figures(pair),
                 "labels": pair.labels,
                 "confusion": pair.confusion,
+                "negative_cells": [list(cell) for cell in pair.negative_cells],
                 "ci95": {key: list(value) for key, value in pair.ci.items()},
                 "per_topic": {
                     topic: {

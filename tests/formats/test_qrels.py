@@ -99,12 +99,30 @@ def test_it_refuses_three_columns_saying_what_four_are_expected():
             "has 3 columns; a qrels line has 4: topic iteration docid label "
             "(is the iteration column missing?)",
         ),
-        (
-            2,
-            "has 3 columns; a qrels line has 4: topic iteration docid label "
-            "(is the iteration column missing?)",
-        ),
     ]
+    assert error.value.problems[0].also == (2,)
+
+
+def test_a_cranqrel_of_three_columns_is_one_problem_naming_its_first_lines():
+    lines = [f"1 {doc} 2" for doc in range(1, 101)]
+    with pytest.raises(ParseError) as error:
+        parse_qrels(lines, source="cranqrel")
+    assert str(error.value) == (
+        "cranqrel lines 1, 2, 3 … (97 more): has 3 columns; a qrels line has 4: "
+        "topic iteration docid label (is the iteration column missing?)"
+    )
+    assert error.value.count == 100
+
+
+def test_a_no_break_space_inside_an_id_is_named_where_python_would_see_another_column():
+    with pytest.raises(ParseError) as error:
+        parse_qrels(["1 0 doc\u00a0x 1"], source="q.txt")
+    ((line, message),) = problems(error)
+    assert line == 1
+    assert message.startswith(
+        "document id 'doc\\xa0x' contains a no-break space (U+00A0): trec_eval splits columns "
+        "on ASCII whitespace only"
+    )
 
 
 def test_it_refuses_five_columns():
@@ -170,7 +188,7 @@ def test_it_refuses_an_unknown_policy():
 
 def test_it_reports_100_problems_and_counts_the_rest():
     with pytest.raises(ParseError) as error:
-        parse_qrels([f"1 0 d{i} x" for i in range(250)])
+        parse_qrels([f"1 0 d{i} x{i}" for i in range(250)])
     assert len(error.value.problems) == 100
     assert error.value.more == 150
 

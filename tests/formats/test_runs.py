@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import gzip
 import io
+import random
 
 import pytest
+import pytrec_eval
 
 from campaigns.textfiles import ParseError
 from pooling.formats import (
@@ -127,6 +129,29 @@ def test_trec_eval_order_sorts_by_score_then_docid_descending():
     assert ranked == RankedList(["b", "c", "a", "d"], [2.0, 1.0, 1.0, -0.5], [20, 30, 10, 40])
 
 
+def test_scores_equal_as_32_bit_floats_tie_and_go_by_document_id_as_in_trec_eval():
+    # tm_lda400 (TREC-COVID round 1) writes scores that differ only beyond a float's precision.
+    text = "1 Q0 aaa 1 0.40868028804263584 t\n1 Q0 zzz 2 0.4086802880426358 t\n"
+    assert only_run(text).topics["1"].docids == ["zzz", "aaa"]
+    # The scores themselves are kept as written.
+    assert only_run(text).topics["1"].scores == [0.4086802880426358, 0.40868028804263584]
+    ranked = trec_eval_order(["a", "b", "c"], [1e300, 3.5e38, -1e300], [1, 2, 3])
+    assert ranked.docids == ["b", "a", "c"]  # both beyond a float's range: infinite, a tie
+
+
+def test_the_order_is_the_one_pytrec_eval_evaluates():
+    rng = random.Random(10)
+    base = 0.482043
+    results = [(f"d{n:03d}", base + rng.randrange(40) * 1e-9) for n in range(300)]
+    text = "".join(f"7 Q0 {doc} {n} {score!r} t\n" for n, (doc, score) in enumerate(results))
+    ranked = only_run(text).topics["7"]
+    run = {"7": dict(results)}
+    for depth in (5, 20, 50, 100):
+        qrels = {"7": dict.fromkeys(ranked.docids[:depth], 1)}
+        evaluator = pytrec_eval.RelevanceEvaluator(qrels, {f"P.{depth}"})
+        assert evaluator.evaluate(run)["7"][f"P_{depth}"] == 1.0, depth
+
+
 def test_a_topic_may_come_back_after_others():
     run = only_run("1 Q0 a 1 3 t\n2 Q0 x 1 1 t\n1 Q0 b 2 4 t\n")
     assert list(run.topics) == ["1", "2"]
@@ -212,7 +237,12 @@ def test_it_refuses_several_tags_unless_asked_to_split_them():
     with pytest.raises(ParseError) as error:
         parse_run(text.splitlines())
     assert problems(error) == [
-        (None, "the file holds runs bm25, ql; import with split_tags to get one run per tag")
+        (
+            2,
+            "has a second run tag, 'ql' (line 1 has 'bm25'; the file holds runs bm25, ql): "
+            "import with --split-tags (on the upload page: “Split a file with several tags into "
+            "several runs”) to get one run per tag",
+        )
     ]
     bm25, ql = parse_run(text.splitlines(), split_tags=True)
     assert (bm25.tag, bm25.lines, list(bm25.topics)) == ("bm25", 2, ["1", "2"])
@@ -241,12 +271,31 @@ def test_it_collects_every_problem_of_a_line_and_of_the_file():
 
 
 def test_it_reports_100_problems_and_counts_the_rest():
-    lines = ["1 Q0 a 1 2.0 t"] + [f"1 Q0 d{i} 1 bad t" for i in range(250)]
+    lines = ["1 Q0 a 1 2.0 t"] + [f"1 Q0 d{i} 1 bad{i} t" for i in range(250)]
     with pytest.raises(ParseError) as error:
         parse_run(lines)
     assert len(error.value.problems) == 100
     assert error.value.more == 150
     assert str(error.value).endswith("… and 150 more problems")
+
+
+def test_the_same_problem_on_every_line_is_reported_once_with_its_lines():
+    lines = ["1 Q0 a 1 2.0 t"] + [f"1 Q0 d{i} 1 2.0" for i in range(250)]
+    with pytest.raises(ParseError) as error:
+        parse_run(lines, source="r.txt")
+    assert str(error.value) == (
+        "r.txt lines 2, 3, 4 … (247 more): has 5 columns; a run line has 6: "
+        "topic Q0 docid rank score tag"
+    )
+    assert error.value.count == 250
+
+
+def test_a_no_break_space_inside_an_id_is_named_not_counted_as_a_column():
+    with pytest.raises(ParseError) as error:
+        parse_run(["1 Q0 doc\u00a0x 1 2.0 t"], source="r.txt")
+    ((line, message),) = problems(error)
+    assert line == 1
+    assert message.startswith("document id 'doc\\xa0x' contains a no-break space (U+00A0)")
 
 
 def test_it_refuses_a_file_without_run_lines():

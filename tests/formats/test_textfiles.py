@@ -19,7 +19,9 @@ from campaigns.textfiles import (
     decode_lines,
     is_skippable,
     iter_lines,
+    iter_text_blocks,
     read_bytes,
+    split_fields,
 )
 
 
@@ -40,15 +42,32 @@ def test_a_problem_reads_as_file_line_and_message():
 def test_the_collector_keeps_100_problems_and_counts_the_rest():
     collector = ProblemCollector("bad.txt")
     for line in range(1, 251):
-        collector.add(line, "is wrong")
+        collector.add(line, f"is wrong in its own way ({line})")
     with pytest.raises(ParseError) as error:
         collector.raise_if_any()
     assert len(error.value.problems) == MAX_PROBLEMS == 100
     assert error.value.more == 150
-    assert len(collector) == 250
+    assert len(collector) == error.value.count == 250
     text = str(error.value)
-    assert text.splitlines()[0] == "bad.txt line 1: is wrong"
+    assert text.splitlines()[0] == "bad.txt line 1: is wrong in its own way (1)"
     assert text.splitlines()[-1] == "… and 150 more problems"
+
+
+def test_the_same_problem_on_many_lines_is_one_problem_listing_its_first_lines():
+    collector = ProblemCollector("three.qrels")
+    collector.add(None, "is odd as a whole")
+    for line in range(1, 101):
+        collector.add(line, "has 3 columns; a qrels line has 4")
+    collector.add(101, "has 5 columns; a qrels line has 4")
+    with pytest.raises(ParseError) as error:
+        collector.raise_if_any()
+    assert [str(problem) for problem in error.value.problems] == [
+        "three.qrels: is odd as a whole",
+        "three.qrels lines 1, 2, 3 … (97 more): has 3 columns; a qrels line has 4",
+        "three.qrels line 101: has 5 columns; a qrels line has 4",
+    ]
+    assert error.value.count == len(collector) == 102
+    assert error.value.problems[1].occurrences == 100
 
 
 def test_a_collector_without_problems_raises_nothing():
@@ -307,7 +326,6 @@ def test_it_accepts_non_ascii_ids():
         ("", "is empty"),
         ("a b", "contains whitespace"),
         ("a\tb", "contains whitespace"),
-        ("a\u00a0b", "contains whitespace"),
         ("a\x07b", "contains the control character U+0007"),
         ("a\u200bb", "contains the control character U+200B"),
         ("x" * 201, "is longer than 200 characters"),
@@ -315,6 +333,26 @@ def test_it_accepts_non_ascii_ids():
 )
 def test_it_refuses_bad_ids(value, reason):
     assert check_id(value) == reason
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        ("a\u00a0b", "a no-break space (U+00A0)"),
+        ("a\u2003b", "an em space (U+2003)"),
+        ("a\x1cb", "the character U+001C"),
+    ],
+)
+def test_whitespace_trec_eval_keeps_inside_an_id_is_named(value, named):
+    reason = check_id(value)
+    assert reason.startswith(f"contains {named}: trec_eval splits columns on ASCII whitespace")
+
+
+def test_columns_split_on_ascii_whitespace_only_as_trec_eval_splits_them():
+    assert split_fields("1 0\tdoc\u00a0x  1\r") == ["1", "0", "doc\u00a0x", "1"]
+    assert split_fields("1\x1c0 d 1") == ["1\x1c0", "d", "1"]
+    assert split_fields(" \t ") == []
+    assert split_fields("a b") == ["a", "b"]
 
 
 def test_an_id_of_200_characters_is_fine():
@@ -345,3 +383,18 @@ def test_it_names_the_line_of_a_byte_another_encoding_cannot_decode():
     with pytest.raises(ParseError) as error:
         decode_lines(b"fine\n\x81\n", source="f", encoding="cp1252")
     assert problems_of(error) == [(2, "cannot be decoded as cp1252 (byte 0x81 at column 1)")]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"a", b"a\n", b"a\r\nb\r\n", b"\n\n", b"x\r", b"a\nb", b"a\r\r\n", b"\xef\xbb\xbfa\n"],
+)
+@pytest.mark.parametrize("chunk", [1, 2, 3, 1 << 20])
+def test_text_blocks_hold_the_lines_of_the_whole_file(data, chunk, monkeypatch):
+    monkeypatch.setattr(textfiles, "CHUNK_SIZE", chunk)
+    blocks = list(iter_text_blocks(io.BytesIO(data), name="f.txt"))
+    lines = [line for _first, text in blocks for line in text.split("\n")]
+    assert lines == decode_lines(data, source="f.txt")
+    numbers = [first for first, _text in blocks]
+    sizes = [text.count("\n") + 1 for _first, text in blocks]
+    assert numbers == [1 + sum(sizes[:i]) for i in range(len(blocks))]

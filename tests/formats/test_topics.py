@@ -331,8 +331,12 @@ def test_it_says_when_it_cannot_guess_the_format():
 def test_it_refuses_an_unknown_format_and_an_empty_file():
     with pytest.raises(ParseError, match="unknown topics format 'xml'"):
         parse_topics(["1\ta"], format="xml")
-    with pytest.raises(ParseError, match="cannot tell the topics format"):
-        parse_topics([])
+    with pytest.raises(ParseError) as error:
+        parse_topics([], source="t.txt")
+    assert str(error.value) == "t.txt: is empty"
+    with pytest.raises(ParseError) as error:
+        parse_topics(["", "  ", "# a comment"], source="t.txt")
+    assert str(error.value) == "t.txt: holds only blank lines and # comments"
 
 
 def test_it_refuses_a_file_without_topics():

@@ -68,13 +68,31 @@ class TestImportTopics:
         assert out == f"Imported topics: {len(ids)} new topics, 0 updated, 0 unchanged.\n"
         assert list(Topic.objects.values_list("topic_id", flat=True)) == ids
 
-    def test_smart_with_positional_ids(self, campaign, tmp_path):
+    def test_smart_with_positional_ids_keeps_the_files_own_ids_beside_them(
+        self, campaign, tmp_path, client, organiser
+    ):
         path = write(tmp_path, "cran.qry", CRAN_QRY)
         command("import_topics", campaign.slug, str(path), "--positional-ids")
-        assert list(Topic.objects.values_list("topic_id", "title")) == [
-            ("1", "first query ."),
-            ("2", "second query ."),
+        assert list(Topic.objects.values_list("topic_id", "original_id", "title")) == [
+            ("1", "001", "first query ."),
+            ("2", "004", "second query ."),
         ]
+        client.force_login(organiser)
+        page = client.get(f"/c/{campaign.slug}/").content.decode()
+        assert "(file: 004)" in page
+
+    def test_an_empty_trailing_smart_record_is_counted_in_the_summary(self, campaign, tmp_path):
+        path = write(tmp_path, "cran.qry", CRAN_QRY + ".I\r\n")
+        out, _ = command("import_topics", campaign.slug, str(path))
+        assert out == (
+            "Imported topics: 2 new topics, 0 updated, 0 unchanged. Skipped 1 empty record "
+            "(a .I with nothing after it): line 7.\n"
+        )
+
+    def test_an_empty_file_is_called_empty(self, campaign, tmp_path):
+        for kind in ("import_topics", "import_documents"):
+            message = refused(kind, campaign.slug, str(write(tmp_path, "empty.txt", "")))
+            assert message.endswith("empty.txt: is empty")
 
     def test_a_bad_file_lists_its_problems(self, campaign, tmp_path):
         path = write(tmp_path, "t.tsv", "1\tOne\n2 x\tTwo\n3\n")
@@ -106,8 +124,20 @@ class TestImportDocuments:
         out, _ = command(
             "import_documents", campaign.slug, str(write(tmp_path, name, text)), "--format", fmt
         )
-        assert out == "Imported documents: 1 new documents, 0 updated.\n"
+        assert out == "Imported documents: 1 new documents, 0 updated, 0 unchanged.\n"
         assert list(Document.objects.values_list("doc_id", "body")) == [("0042", "Body.")]
+
+    def test_smart_documents_count_an_empty_trailing_record_and_a_repeat_as_unchanged(
+        self, campaign, tmp_path
+    ):
+        path = write(tmp_path, "cran.all", ".I 1\n.T\nTitle\n.W\nBody.\n.I\n")
+        out, _ = command("import_documents", campaign.slug, str(path))
+        assert out == (
+            "Imported documents: 1 new documents, 0 updated, 0 unchanged. Skipped 1 empty record "
+            "(a .I with nothing after it): line 6.\n"
+        )
+        out, _ = command("import_documents", campaign.slug, str(path))
+        assert out.startswith("Imported documents: 0 new documents, 0 updated, 1 unchanged.")
 
     def test_gzip(self, campaign, tmp_path):
         path = write(tmp_path, "d.jsonl.gz", '{"id": "d1", "text": "<b>x</b>"}\n', gzipped=True)
@@ -123,7 +153,9 @@ class TestImportDocuments:
         )
         make_pool(campaign, depth=1)
         out, _ = command("import_documents", campaign.slug, str(path), "--only-pooled")
-        assert out == "Imported documents: 1 new documents, 0 updated, 2 skipped (not pooled).\n"
+        assert out == (
+            "Imported documents: 1 new documents, 0 updated, 0 unchanged, 2 skipped (not pooled).\n"
+        )
         assert list(Document.objects.values_list("doc_id", flat=True)) == ["d1"]
 
     def test_a_bad_file_lists_its_problems(self, campaign, tmp_path):
@@ -145,7 +177,8 @@ class TestImportRuns:
         message = refused("import_runs", campaign.slug, str(b))
         assert message == (
             "Nothing was imported: 1 problem.\n"
-            f"{b}: a run tagged b is already imported; import with replace to supersede it."
+            f"{b} line 1: a run tagged 'b' is already imported; import with --replace (on the "
+            "upload page: “Replace runs with the same tag”) to supersede it"
         )
         out, _ = command("import_runs", campaign.slug, str(b), "--replace")
         assert out == "Imported runs: 1 runs, 1 lines, 1 run topics, 1 replaced.\n"

@@ -61,10 +61,23 @@ class TestImport:
         assert record["judgments"] == 3
         assert len(record["sha256"]) == 64
 
-    def test_the_iteration_column_is_opaque(self, campaign, topics, tmp_path):
+    def test_the_iteration_column_is_opaque_and_kept(self, campaign, topics, tmp_path):
         text = "051 0.5 d1 1\n051  Q0  d2  2\n052\t1\td3\t0\n"
         qrels(campaign, tmp_path, text)
         assert judgments() == [("051", "d1", 1), ("051", "d2", 2), ("052", "d3", 0)]
+        kept = Judgment.objects.order_by("doc_id").values_list("doc_id", "iteration")
+        assert list(kept) == [("d1", "0.5"), ("d2", "Q0"), ("d3", "1")]
+        first = JudgmentRevision.objects.order_by("judgment__doc_id").first()
+        assert first.iteration == "0.5"
+
+    def test_the_same_label_from_another_round_is_a_revision(self, campaign, topics, tmp_path):
+        qrels(campaign, tmp_path, "051 0.5 d1 1\n051 0.5 d2 2\n")
+        again = qrels(campaign, tmp_path, "051 1 d1 1\n051 0.5 d2 2\n")
+        assert again.counts == {"new judgments": 0, "revised": 1, "unchanged": 1}
+        d1 = Judgment.objects.get(doc_id="d1")
+        assert (d1.label, d1.iteration, d1.version) == (1, "1", 2)
+        history = d1.revisions.order_by("version").values_list("iteration", flat=True)
+        assert list(history) == ["0.5", "1"]
 
     def test_negative_labels_are_kept_as_judgments(self, campaign, topics, tmp_path):
         qrels(campaign, tmp_path, "051 0 d1 -1\n051 0 d2 -2\n052 0 d3 1\n")
@@ -161,8 +174,10 @@ class TestRefused:
             (
                 "051 0 d\u00a0\u200b1 1\n051 0 d\u200b2 1\n",
                 [
-                    "qrels.txt line 1: has 5 columns; a qrels line has 4: topic iteration docid "
-                    "label",
+                    "qrels.txt line 1: document id 'd\\xa0\\u200b1' contains a no-break space "
+                    "(U+00A0): trec_eval splits columns on ASCII whitespace only and would keep it "
+                    "inside the id, but most other tools split there; replace it (ids cannot "
+                    "contain whitespace)",
                     "qrels.txt line 2: document id 'd\\u200b2' contains the control character "
                     "U+200B",
                 ],
@@ -173,19 +188,26 @@ class TestRefused:
     def test_a_bad_line_imports_nothing(self, campaign, topics, tmp_path, text, expected):
         assert refused(campaign, tmp_path, text) == expected
 
-    def test_unknown_topics_are_listed(self, campaign, topics, tmp_path):
+    def test_unknown_topics_are_listed_with_their_lines(self, campaign, topics, tmp_path):
         text = "051 0 d1 1\n51 0 d1 1\n999 0 d1 1\n999 0 d2 0\n"
         assert refused(campaign, tmp_path, text) == [
-            "qrels.txt: 2 topic(s) are not in the campaign: 51, 999. Import the topics first."
+            "qrels.txt line 2: topic '51' is not in the campaign; import the topics first",
+            "qrels.txt lines 3, 4: topic '999' is not in the campaign; import the topics first",
         ]
 
     def test_labels_outside_the_rubric_are_refused_unless_negative(
         self, campaign, topics, tmp_path
     ):
-        text = "051 0 d1 3\n051 0 d2 -1\n051 0 d3 7\n052 0 d4 2\n"
+        text = "051 0 d1 3\n051 0 d2 -1\n051 0 d3 7\n052 0 d4 2\n051 0 d5 3\n"
+        where = (
+            "add the label on the rubric page /c/robust04/rubric/, or create a campaign with the "
+            "scale it needs (manage.py create_campaign SLUG --labels 0-4)"
+        )
         assert refused(campaign, tmp_path, text) == [
-            "qrels.txt: label(s) 3, 7 are not on the campaign's scale (0, 1, 2); "
-            "negative labels are always accepted."
+            "qrels.txt lines 1, 5: label 3 is not on the campaign's scale (0, 1, 2; negative "
+            f"labels are always accepted): {where}",
+            "qrels.txt line 3: label 7 is not on the campaign's scale (0, 1, 2; negative labels "
+            f"are always accepted): {where}",
         ]
 
     def test_a_persons_name_cannot_be_a_source(self, campaign, topics, tmp_path):

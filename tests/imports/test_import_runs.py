@@ -114,7 +114,9 @@ class TestImport:
         path = write(tmp_path, "all.txt", text)
         problems = refused(campaign, [("all.txt", path)])
         assert problems == [
-            "all.txt: the file holds runs a, b, c, d; import with split_tags to get one run per tag"
+            "all.txt line 3: has a second run tag, 'b' (line 1 has 'a'; the file holds runs a, b, "
+            "c, d): import with --split-tags (on the upload page: “Split a file with several tags "
+            "into several runs”) to get one run per tag"
         ]
         summary = import_runs(campaign=campaign, sources=[("all.txt", path)], split_tags=True)
         assert summary.counts == {"runs": 4, "lines": 8, "run topics": 8}
@@ -137,7 +139,8 @@ class TestReplace:
         import_runs(campaign=campaign, sources=[("v1.txt", first)])
         second = write(tmp_path, "v2.txt", run_lines("bm25", {"051": [("d9", 3.0)]}))
         assert refused(campaign, [("v2.txt", second)]) == [
-            "v2.txt: a run tagged bm25 is already imported; import with replace to supersede it."
+            "v2.txt line 1: a run tagged 'bm25' is already imported; import with --replace (on "
+            "the upload page: “Replace runs with the same tag”) to supersede it"
         ]
         assert stored("bm25") == {"051": (["d1"], [1.0], [1])}
 
@@ -226,11 +229,14 @@ class TestRefused:
     def test_a_bad_line_imports_nothing(self, campaign, topics, tmp_path, content, expected):
         assert refused(campaign, [("r.txt", write(tmp_path, "r.txt", content))]) == expected
 
-    def test_unknown_topics_are_listed(self, campaign, topics, tmp_path):
+    def test_unknown_topics_are_listed_with_the_line_each_starts_on(
+        self, campaign, topics, tmp_path
+    ):
         text = run_lines("r", {"051": [("d1", 1.0)], "51": [("d1", 1.0)], "999": [("d1", 1.0)]})
         assert refused(campaign, [("r.txt", write(tmp_path, "r.txt", text))]) == [
-            "r.txt: run r names 2 topic(s) the campaign does not have: 51, 999. "
-            "Import the topics first."
+            "r.txt line 2: topic '51' (of run 'r') is not in the campaign; import the topics first",
+            "r.txt line 3: topic '999' (of run 'r') is not in the campaign; import the topics "
+            "first",
         ]
 
     def test_a_bad_second_file_keeps_the_good_first_one_out_too(self, campaign, topics, tmp_path):
@@ -245,7 +251,8 @@ class TestRefused:
         # Every file is checked, so every problem is reported at once.
         assert problems == [
             "bad.txt line 2: rank 'x' is not an integer",
-            "also.txt: run tag good is also in good.txt.",
+            "also.txt line 1: run tag 'good' is also the tag of good.txt (line 1); a tag names "
+            "one run",
         ]
         assert not Run.objects.exists()
         assert not RunTopic.objects.exists()
@@ -254,7 +261,7 @@ class TestRefused:
         a = write(tmp_path, "a.txt", run_lines("same", {"051": [("d1", 1.0)]}))
         b = write(tmp_path, "b.txt", run_lines("same", {"052": [("d1", 1.0)]}))
         assert refused(campaign, [("a.txt", a), ("b.txt", b)]) == [
-            "b.txt: run tag same is also in a.txt."
+            "b.txt line 1: run tag 'same' is also the tag of a.txt (line 1); a tag names one run"
         ]
 
     def test_an_empty_file_is_refused(self, campaign, topics, tmp_path):
@@ -333,8 +340,8 @@ class TestTwoProcesses:
             pytest.skip("processes cannot be started here")
         assert problems == [
             "bad.txt line 2: has 2 columns; a run line has 6: topic Q0 docid rank score tag",
-            "unknown.txt: run u names 1 topic(s) the campaign does not have: 999. "
-            "Import the topics first.",
+            "unknown.txt line 1: topic '999' (of run 'u') is not in the campaign; import the "
+            "topics first",
         ]
 
 

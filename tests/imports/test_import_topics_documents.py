@@ -247,7 +247,7 @@ class TestDocuments:
         summary = import_documents(
             campaign=campaign, source=write(tmp_path, "docs.trec", TREC_DOCS), name="docs.trec"
         )
-        assert summary.counts == {"new documents": 2, "updated": 0}
+        assert summary.counts == {"new documents": 2, "updated": 0, "unchanged": 0}
         html_doc = Document.objects.get(campaign=campaign, doc_id="0042")
         assert html_doc.title == "Airbus gets & keeps its subsidies"
         assert html_doc.is_html
@@ -309,7 +309,7 @@ class TestDocuments:
             name="big.tsv.gz",
             progress=lambda done, total, message: seen.append(done),
         )
-        assert summary.counts == {"new documents": count, "updated": 0}
+        assert summary.counts == {"new documents": count, "updated": 0, "unchanged": 0}
         assert seen == [DOCUMENT_BATCH, 2 * DOCUMENT_BATCH]
         assert campaign.documents.get(doc_id="00000").body == "Text of document 0."
 
@@ -318,9 +318,23 @@ class TestDocuments:
         summary = import_documents(
             campaign=campaign, source=write(tmp_path, "b", "d1\t<p>New</p>\nd2\tTwo\n"), name="b"
         )
-        assert summary.counts == {"new documents": 1, "updated": 1}
+        assert summary.counts == {"new documents": 1, "updated": 1, "unchanged": 0}
         d1 = campaign.documents.get(doc_id="d1")
         assert (d1.body, d1.body_html, d1.is_html) == ("<p>New</p>", "<p>New</p>", True)
+
+    def test_a_byte_identical_import_changes_nothing_and_says_so(self, campaign, tmp_path):
+        text = "d1\tOne.\nd2\tTitle\tTwo.\nd3\tThree.\n"
+        import_documents(campaign=campaign, source=write(tmp_path, "a", text), name="a.tsv")
+        before = list(campaign.documents.order_by("pk").values())
+        again = import_documents(campaign=campaign, source=write(tmp_path, "b", text), name="b")
+        assert again.counts == {"new documents": 0, "updated": 0, "unchanged": 3}
+        assert again.message() == "Imported documents: 0 new documents, 0 updated, 3 unchanged."
+        assert list(campaign.documents.order_by("pk").values()) == before
+        retitled = text.replace("Title", "New title")
+        changed = import_documents(
+            campaign=campaign, source=write(tmp_path, "c", retitled), name="c"
+        )
+        assert changed.counts == {"new documents": 0, "updated": 1, "unchanged": 2}
 
     @pytest.mark.parametrize(
         ("content", "expected"),
@@ -366,6 +380,7 @@ class TestDocuments:
         assert summary.counts == {
             "new documents": 2,
             "updated": 0,
+            "unchanged": 0,
             "skipped (not pooled)": 2,
         }
         assert list(campaign.documents.values_list("doc_id", flat=True)) == ["0042", "d2"]

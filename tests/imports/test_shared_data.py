@@ -81,22 +81,30 @@ def test_the_trec_covid_round_1_qrels_import_as_an_assessor(covid):
 def test_the_cranfield_documents_and_queries_import(cranfield, variant):
     documents = CRANFIELD / variant / "cran.all.1400"
     summary = import_documents(campaign=cranfield, source=documents, name=documents.name)
-    assert summary.counts == {"new documents": 1400, "updated": 0}
+    assert summary.counts == {"new documents": 1400, "updated": 0, "unchanged": 0}
     assert sorted(cranfield.documents.values_list("doc_id", flat=True), key=int) == [
         str(n) for n in range(1, 1401)
     ]
+    # Variant B ends with an empty ".I": skipped, and said so with its line.
+    trailing = variant.startswith("variant-B")
+    assert [note.split(":")[0] for note in summary.notes] == (
+        ["Skipped 1 empty record (a .I with nothing after it)"] if trailing else []
+    )
+    again = import_documents(campaign=cranfield, source=documents, name=documents.name)
+    assert again.counts == {"new documents": 0, "updated": 0, "unchanged": 1400}
     queries = CRANFIELD / variant / "cran.qry"
     summary = import_topics(
         campaign=cranfield, source=queries, name=queries.name, positional_ids=True
     )
     assert summary.counts == {"new topics": 225, "updated": 0, "unchanged": 0}
+    assert len(summary.notes) == (1 if trailing else 0)
     assert list(cranfield.topics.values_list("topic_id", flat=True)) == [
         str(n) for n in range(1, 226)
     ]
-    # Position 3 is the query whose .I id is 004 (cran.qry skips 003).
-    assert cranfield.topics.get(topic_id="3").title.startswith(
-        "what problems of heat conduction in composite slabs"
-    )
+    # Position 3 is the query whose .I id is 004 (cran.qry skips 003), and keeps that id.
+    third = cranfield.topics.get(topic_id="3")
+    assert third.title.startswith("what problems of heat conduction in composite slabs")
+    assert third.original_id == "004"
 
 
 def test_the_derived_cranfield_qrels_import_with_their_negative_labels(cranfield):

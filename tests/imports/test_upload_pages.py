@@ -126,7 +126,9 @@ class TestImportThroughThePage:
         assert job.status == Job.Status.DONE, job.error
         document = campaign.documents.get()
         assert (document.doc_id, document.body_html) == ("0042", "<p>x</p>")
-        assert "Imported documents: 1 new documents, 0 updated." in page(client, campaign)
+        assert "Imported documents: 1 new documents, 0 updated, 0 unchanged." in page(
+            client, campaign
+        )
 
     def test_several_runs_at_once_with_htmx(self, client, campaign, organiser):
         make_topics(campaign, ["051", "052"])

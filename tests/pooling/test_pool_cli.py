@@ -230,6 +230,18 @@ class TestPoolStats:
         assert planner["seconds_per_judgment"] == 30.0
         assert planner["seconds_measured"] is False
 
+    def test_json_names_runs_by_tag_with_their_database_id_beside(self, campaign, lists):
+        ids = dict(Run.objects.values_list("tag", "pk"))
+        bm25 = ids["bm25"]
+        run("build_pool", campaign.slug, "--depth", "5", "--depth-per-run", "bm25=7", "--wait")
+        data = json.loads(run("pool_stats", campaign.slug, "--json"))
+        per_run = data["pool"]["stats"]["per_run"]
+        assert set(per_run) == set(TAGS)
+        assert (per_run["bm25"]["run"], per_run["bm25"]["run_id"]) == ("bm25", bm25)
+        assert (per_run["bm25"]["depth"], per_run["bm25"]["proposals"]) == (7, 21)
+        assert data["pool"]["params"]["depth_per_run"] == {"bm25": 7}
+        assert data["pool"]["runs"] == list(TAGS)
+
     def test_a_chosen_version_depths_and_seconds(self, campaign, lists):
         run("build_pool", campaign.slug, "--depth", "5", "--wait")
         run("build_pool", campaign.slug, "--depth", "9", "--wait")

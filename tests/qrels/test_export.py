@@ -7,6 +7,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from django.core.management.base import CommandError
 
 import pooljudge
 from assess.models import Assignment
-from campaigns.models import Assessor, Judgment, Topic
+from campaigns.models import Assessor, Judgment, LabelSpec, Topic
 from pooling.models import Pool, PoolEntry, Run
 from qrels.export import SIDECAR_COLUMNS, ExportError, decode_cell, export_bundle
 from qrels.formats import qrels_sort_key
@@ -111,8 +112,8 @@ def judged(campaign):
             served_at=T0,
             unsure=minute == 2,
         )
-    judge(campaign, nist, t1, "d9", -1)
-    judge(campaign, nist, t2, "d3", 2)
+    judge(campaign, nist, t1, "d9", -1, iteration="0")
+    judge(campaign, nist, t2, "d3", 2, iteration="0.5")
     run = Run.objects.create(campaign=campaign, tag="bm25-run")
     pool = make_pool(campaign, seed=7)
     pool.runs.add(run)
@@ -164,12 +165,29 @@ class TestQrels:
         assert keys == sorted(keys, key=lambda key: qrels_sort_key(*key))
         assert all(len(line.split(" ")) == 4 for line in text.splitlines())
 
-    def test_absent_pairs_stay_absent_by_default(self, campaign, judged, tmp_path):
+    def test_pooled_pairs_nobody_labelled_stay_absent_and_imported_negatives_stay_by_default(
+        self, campaign, judged, tmp_path
+    ):
         export_bundle(campaign=campaign, destination=tmp_path)
-        docs = {(t, d) for t, _, d, _ in lines(tmp_path / "qrels.txt")}
-        assert ("051", "d77") not in docs
-        assert ("051", "d9") not in docs
-        assert all(label >= 0 for *_, label in lines(tmp_path / "qrels.txt"))
+        labels = {(t, d): label for t, _, d, label in lines(tmp_path / "qrels.txt")}
+        assert ("051", "d77") not in labels  # pooled, nobody labelled it: absent
+        assert labels[("051", "d9")] == -1  # the imported source's -1, as it came
+        assert [label for label in labels.values() if label < 0] == [-1]
+
+    def test_minus_one_labels_round_trip_by_default(self, campaign, tmp_path):
+        for topic in ("1", "2"):
+            Topic.objects.create(campaign=campaign, topic_id=topic)
+        original = "1 0 184 2\n1 0 29 -1\n2 0 12 -1\n2 0 31 4\n2 0 57 0\n"
+        source = tmp_path / "cranqrel.txt"
+        source.write_text(original)
+        campaign.save_rubric(
+            [LabelSpec(value, f"L{value}", key=str(value)) for value in range(5)], note="0-4"
+        )
+        import_qrels(campaign=campaign, source=str(source), name="cranqrel", assessor="A")
+        result = export_bundle(campaign=campaign, destination=tmp_path / "bundle")
+        exported = (tmp_path / "bundle" / "qrels.txt").read_text().splitlines()
+        assert sorted(exported) == sorted(original.splitlines())
+        assert result.files[0].labels == {"-1": 2, "0": 1, "2": 1, "4": 1}
 
     def test_round_trip_through_import_gives_the_same_lines(self, campaign, tmp_path):
         for topic in ("051", "052", "10"):
@@ -199,7 +217,10 @@ class TestQrels:
             ("051", "0", "d2", 0),
             ("052", "0", "d3", 2),
         ]
-        assert lines(tmp_path / "qrels" / "nist.txt") == [("052", "0", "d3", 2)]
+        assert lines(tmp_path / "qrels" / "nist.txt") == [
+            ("051", "0", "d9", -1),  # the source's -1, as it came
+            ("052", "0", "d3", 2),
+        ]
         listed = [f.path for f in result.files]
         assert listed[:3] == ["qrels/a0000001.txt", "qrels/a0000002.txt", "qrels/nist.txt"]
 
@@ -258,6 +279,7 @@ class TestSidecar:
             "label": 2,
             "assessor": "a0000001",
             "source": "judged",
+            "iteration": None,  # the column issue 18 added: only imported judgments have one
             "rubric_version": 1,
             "revisions": 1,
             "position": 1,
@@ -277,6 +299,9 @@ class TestSidecar:
         assert {j["source"] for j in imported} == {"imported"}
         assert [j["label"] for j in imported] == [-1, 2]
         assert [j["pool"] for j in imported] == [None, 1]
+        assert [j["iteration"] for j in imported] == ["0", "0.5"]
+        rows = [r for r in read_tsv(tmp_path / "judgments.tsv") if r["assessor"] == "nist"]
+        assert [r["iteration"] for r in rows] == ["0", "0.5"]
 
     def test_risky_cells_are_neutralised_and_decode_back(self, campaign, judged, tmp_path):
         export_bundle(campaign=campaign, destination=tmp_path)
@@ -396,8 +421,8 @@ class TestDocumentation:
         assert topics["051"]["fraction_judged"] == 3 / 4
         assert topics["7"]["fraction_judged"] is None
         qrels_entry = next(f for f in manifest["files"] if f["path"] == "qrels.txt")
-        assert qrels_entry["lines"] == len(lines(tmp_path / "qrels.txt")) == 5
-        assert qrels_entry["labels"] == {"0": 1, "1": 2, "2": 2}
+        assert qrels_entry["lines"] == len(lines(tmp_path / "qrels.txt")) == 6
+        assert qrels_entry["labels"] == {"-1": 1, "0": 1, "1": 2, "2": 2}
         sidecar = next(f for f in manifest["files"] if f["path"] == "judgments.tsv")
         assert sidecar["lines"] == 1 + Judgment.objects.count()
 
@@ -450,6 +475,50 @@ class TestDocumentation:
         }
         readme = (tmp_path / "README.md").read_text()
         assert "Topic breaks on; query-term highlighting on (as set at export time)." in readme
+
+    def test_the_readme_escapes_markdown_in_every_value_it_prints(self, campaign, judged, tmp_path):
+        campaign.title = "Ozone | `tariffs` *2025*"
+        campaign.description = "# Not a heading\n- not a list\n1. not a list either\n<b>raw</b>"
+        campaign.save()
+        Run.objects.filter(tag="bm25-run").update(tag="bm25|`v2`")
+        Topic.objects.filter(topic_id="051").update(title="a | b")
+        weird = Assessor.objects.create(
+            campaign=campaign, name="x*y|z", pseudonym="a|`9`", kind=Assessor.Kind.PERSON
+        )
+        judge(campaign, weird, judged["topics"]["051"], "d00042", 1)
+        labels = campaign.current_rubric().specs()
+        labels[0] = LabelSpec(labels[0].value, "Not | relevant", "`code` and _x_", "[link](u)", "0")
+        campaign.save_rubric(labels, note="a | note")
+        export_bundle(campaign=campaign, destination=tmp_path)
+        readme = (tmp_path / "README.md").read_text()
+
+        def unescaped(line: str, char: str) -> int:
+            return len(re.findall(r"(?<!\\)(?:\\\\)*" + re.escape(char), line))
+
+        for line in readme.splitlines():  # code spans stay closed on their line
+            assert unescaped(line, "`") % 2 == 0 or line.startswith("```"), line
+        tables = [block.splitlines() for block in readme.split("\n\n") if block.startswith("|")]
+        assert len(tables) >= 4  # files, label scale, completeness, agreement
+        for table in tables:  # no value adds a cell to its row
+            assert len({unescaped(row, "|") for row in table}) == 1, table
+        assert readme.startswith("# Ozone \\| \\`tariffs\\` \\*2025\\*: relevance judgments")
+        assert "\\# Not a heading\n\\- not a list\n1\\. not a list either\n\\<b\\>raw" in readme
+        assert "bm25\\|\\`v2\\`" in readme
+        assert "Not \\| relevant | \\`code\\` and \\_x\\_ | \\[link\\](u)" in readme
+        assert "(a \\| note)" in readme
+        assert "<b>" not in readme
+        assert "a\\|\\`9\\`" in readme  # the assessor's pseudonym, in the agreement table
+
+    def test_positional_topic_ids_carry_the_files_own_ids(self, campaign, judged, tmp_path):
+        Topic.objects.filter(topic_id="7").update(original_id="007")
+        export_bundle(campaign=campaign, destination=tmp_path)
+        manifest = json.loads((tmp_path / "campaign.json").read_text())
+        topics = {t["topic"]: t for t in manifest["topics"]}
+        assert topics["7"]["original_id"] == "007"
+        assert "original_id" not in topics["051"]
+        readme = (tmp_path / "README.md").read_text()
+        assert "| `7` (file: `007`) |" in readme
+        assert "`original_id` in `campaign.json`" in readme
 
     def test_no_agreement_without_overlap(self, campaign, judged, tmp_path):
         Judgment.objects.filter(assessor=judged["bob"]).delete()
@@ -582,6 +651,8 @@ def test_copy_and_a_cursor_give_the_same_rows_and_sidecar_bytes(campaign, judged
             active_seconds=3.0,
             minute=i,
         )
+    for i, iteration in enumerate(["=Q0", "'0.5", "a\\b", 'say"it']):
+        judge(campaign, judged["nist"], topic, f"=it{i}", 1, iteration=iteration, minute=i)
     Judgment.objects.filter(doc_id="=x1").update(judged_at=datetime(2025, 3, 1, 9, tzinfo=UTC))
     Judgment.objects.filter(doc_id="=x2").update(
         judged_at=datetime(2025, 3, 1, 9, 0, 0, 100, tzinfo=UTC)

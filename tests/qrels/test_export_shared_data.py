@@ -12,16 +12,19 @@ import hashlib
 import io
 import json
 import zipfile
+from collections import Counter
 from pathlib import Path
 
 import ir_measures
 import pytest
 import pytrec_eval
 from django.conf import settings
+from django.core.management import call_command
 
 from campaigns.models import Campaign, Judgment, LabelSpec, Topic
 from qrels.export import export_bundle
 from qrels.imports import import_qrels
+from qrels.runscores import agreement_data
 
 DATA = Path(settings.BASE_DIR).parent / "shared" / "data"
 COVID = DATA / "trec-covid-round1" / "qrels" / "qrels-rnd1.txt"
@@ -80,6 +83,19 @@ def test_trec_covid_round_one_survives_import_and_export(campaign, tmp_path):
     assert source["imports"][0]["sha256"] == hashlib.sha256(COVID.read_bytes()).hexdigest()
     sidecar = (tmp_path / "bundle" / "judgments.tsv").read_text().splitlines()
     assert len(sidecar) == 1 + 8691
+    # The judging round of every pair (the iteration column) travels in the sidecar.
+    column = sidecar[0].split("\t").index("iteration")
+    rounds = {
+        (row.split("\t")[0], row.split("\t")[1]): row.split("\t")[column] for row in sidecar[1:]
+    }
+    given = {
+        (topic, doc): iteration
+        for topic, iteration, doc, _label in (
+            line.split() for line in COVID.read_text().splitlines()
+        )
+    }
+    assert rounds == given
+    assert Counter(rounds.values()) == {"0.5": 2627, "1": 6064}
 
 
 @pytest.fixture
@@ -119,7 +135,32 @@ def test_cranfield_with_its_minus_ones_survives_import_and_export(cranfield, tmp
     assert pytrec_eval.parse_qrel(io.StringIO(text)) == pytrec_eval.parse_qrel(CRANFIELD.open())
     assert manifest["totals"]["verdicts"] == {"-1": 225, "1": 128, "2": 387, "3": 734, "4": 363}
 
-    # Without asking for them, the -1 lines ("not judged") are left out and nothing else.
+    # Without asking for anything: 1,837 lines in, the same 1,837 out, the 225 -1 included.
     plain = tmp_path / "plain"
     export_bundle(campaign=cranfield, destination=plain)
-    assert set(exported_triples(plain)) == {t for t in original if t[2] >= 0}
+    assert sorted(exported_triples(plain)) == sorted(original)
+    assert "225 lines with a negative label" in (plain / "README.md").read_text()
+
+
+def test_two_cranfield_copies_that_differ_in_their_minus_ones_show_it_in_agreement(
+    cranfield, tmp_path
+):
+    """Variant B writes 1 where variant A writes -1 (225 pairs): agreement must not say 1.000
+    over 1,612 pairs and nothing else."""
+    variant_b = tmp_path / "cranqrel.variantB.txt"
+    raw = (DATA / "cranfield" / "variant-B_xyxxyyxy" / "cranqrel").read_text()
+    variant_b.write_text(
+        "".join(f"{q} 0 {d} {code}\n" for q, d, code in (line.split() for line in raw.splitlines()))
+    )
+    import_qrels(campaign=cranfield, source=str(CRANFIELD), name="A", assessor="A")
+    import_qrels(campaign=cranfield, source=str(variant_b), name="B", assessor="B")
+    data = agreement_data(campaign=cranfield, assessors=["A", "B"])
+    (pair,) = data.pairs
+    assert (pair.n, pair.cohen_kappa) == (1612, 1.0)
+    assert (pair.negative, pair.negative_cells) == (225, [(-1, 1, 225)])
+    assert round(pair.identical, 4) == round(1612 / 1837, 4)
+    out = io.StringIO()
+    call_command("agreement", cranfield.slug, "--assessors", "A,B", "--bootstrap", "0", stdout=out)
+    assert "225 more pairs both labelled have a negative label (-1 against 1: 225)" in (
+        out.getvalue()
+    )

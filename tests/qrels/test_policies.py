@@ -119,7 +119,8 @@ class TestEachPolicy:
         qrels = qrels_of(campaign, policy=policy)
         assert qrels == {
             "051": {f"d{i}": label for i, label in enumerate(topic_051, 1)},
-            "052": {"d8": topic_052},
+            # nist's imported -1 is written as it came, whatever the policy.
+            "052": {"d8": topic_052, "d9": -1},
         }
 
     def test_majority_breaks_a_tie_with_the_higher_label(self, campaign, three):
@@ -203,8 +204,20 @@ class TestDefaults:
 
 
 class TestNegativeLabelsAndUnjudgedPairs:
-    def test_a_negative_label_is_no_verdict_and_is_omitted_by_default(self, campaign, three):
-        assert "d9" not in qrels_of(campaign, policy="max")["052"]
+    @pytest.mark.parametrize("binary", [False, True])
+    def test_an_imported_negative_label_is_kept_as_written_by_default(
+        self, campaign, three, binary
+    ):
+        assert qrels_of(campaign, policy="max", binary=binary)["052"]["d9"] == -1
+        judge(campaign, three["nist"], three["topics"][1], "d11", -2)
+        assert qrels_of(campaign, policy="max")["052"]["d11"] == -2
+
+    def test_sources_that_give_different_negative_labels_get_minus_one(self, campaign, three):
+        other = Assessor.objects.create(
+            campaign=campaign, name="older", kind=Assessor.Kind.IMPORTED
+        )
+        judge(campaign, other, three["topics"][1], "d9", -2)
+        assert qrels_of(campaign, policy="max")["052"]["d9"] == -1
 
     def test_a_negative_label_never_outvotes_a_verdict(self, campaign, three):
         judge(campaign, three["nist"], three["topics"][1], "d8", -1)
@@ -278,7 +291,8 @@ class TestOptions:
 class TestPerAssessor:
     def test_each_assessor_gets_their_own_verdicts(self, campaign, three):
         qrels = per_assessor_qrels(campaign=campaign)
-        assert set(qrels) == {"ann", "ben", "cat"}  # nist has only a -1
+        assert set(qrels) == {"ann", "ben", "cat", "nist"}
+        assert qrels["nist"] == {"052": {"d9": -1}}  # a source's -1, as it came
         assert qrels["cat"] == {"051": {"d1": 0, "d3": 2, "d4": 1, "d5": 1}, "052": {"d8": 0}}
 
     def test_unjudged_minus_one_keeps_a_sources_own_negative_labels(self, campaign, three):

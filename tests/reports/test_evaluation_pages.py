@@ -142,6 +142,20 @@ class TestScores:
         fast = runscores.stored_runs(runs=campaign.runs.all())
         assert fast == runs_from_db(campaign)
 
+    def test_runs_are_read_and_scored_a_batch_at_a_time_with_the_same_scores(
+        self, campaign, scored, monkeypatch
+    ):
+        source = runscores.QrelsSource(policy="max")
+        whole = runscores.evaluation_report(campaign=campaign, source=source)
+        reads = []
+        read = runscores.stored_runs
+        monkeypatch.setattr(runscores, "stored_runs", lambda **kw: reads.append(kw) or read(**kw))
+        monkeypatch.setattr(runscores, "BATCH_DOCUMENTS", 1)  # one run a batch
+        batched = runscores.evaluation_report(campaign=campaign, source=source)
+        assert [len(kw["runs"]) for kw in reads] == [1] * campaign.runs.count()
+        for key in ("runs", "measures", "topics", "judged_at_10"):
+            assert batched[key] == whole[key]
+
     @pytest.mark.parametrize("policy", ["majority", "max", "min"])
     def test_scores_equal_pytrec_evals_to_four_decimals(
         self, client, organiser, campaign, scored, policy

@@ -80,6 +80,7 @@ class Case:
     # The Files page refuses the upload itself (nothing stored, no job) with this phrase.
     at_upload: str | None = None
     alone: bool = False  # runs: without GOOD_RUN before it
+    lines: int = 1  # refused: how many lines have the problem (said once, from the first)
 
     @property
     def refused(self) -> bool:
@@ -134,8 +135,10 @@ UTF8_BOM = b"\xef\xbb\xbf"
 UTF8 = "pass --encoding if the file is not UTF-8"
 UTF16 = "is UTF-16 text (it starts with a UTF-16 byte-order mark)"
 NUL_AT_UPLOAD = "contains NUL bytes: it is not a text file"
+EMPTY_AT_UPLOAD = "The submitted file is empty."
 
 TOPICS = [
+    refused("topics", "empty-file", b"", "is empty", None, at_upload=EMPTY_AT_UPLOAD),
     refused(
         "topics", "invalid-utf8", b"1\tNew title\n3\tCaf\xe9\n", f"0xE9 at column 6); {UTF8}", 2
     ),
@@ -224,6 +227,7 @@ TOPICS = [
 
 MANY_DOCUMENTS = b"".join(b"m%d\tDocument number %d\n" % (n, n) for n in range(1500))
 DOCUMENTS = [
+    refused("documents", "empty-file", b"", "is empty", None, at_upload=EMPTY_AT_UPLOAD),
     refused(
         "documents",
         "invalid-utf8-after-1500-documents",  # streamed and flushed in batches before the error
@@ -331,6 +335,13 @@ RUN = b"1 Q0 d1 1 1.0 r\n1 Q0 d2 2 0.5 r\n2 Q0 d1 1 0.7 r\n"
 RUNS = [
     refused(
         "runs",
+        "no-break-space-in-an-id",
+        b"1 Q0 d1 1 1.0 r\n1 Q0 d\xc2\xa0x 2 0.5 r\n",
+        "document id 'd\\xa0x' contains a no-break space (U+00A0)",
+        2,
+    ),
+    refused(
+        "runs",
         "invalid-utf8",
         b"1 Q0 d1 1 1.0 r\n1 Q0 d\xe92 2 0.5 r\n",
         f"0xE9 at column 7); {UTF8}",
@@ -418,29 +429,30 @@ RUNS = [
         "runs",
         "unknown-topic",
         b"1 Q0 d1 1 1.0 r\n999 Q0 d2 1 0.5 r\n",
-        "run r names 1 topic(s) the campaign does not have: 999",
-        None,
+        "topic '999' (of run 'r') is not in the campaign; import the topics first",
+        2,
     ),
     refused(
         "runs",
         "duplicate-tag-across-files",
         b"1 Q0 d1 1 1.0 fresh\n",
-        "run tag fresh is also in good.txt",
-        None,
+        "run tag 'fresh' is also the tag of good.txt (line 1)",
+        1,
     ),
     refused(
         "runs",
         "tag-already-imported",
         b"1 Q0 d1 1 1.0 base\n",
-        "a run tagged base is already imported; import with replace",
-        None,
+        "a run tagged 'base' is already imported; import with --replace",
+        1,
     ),
     refused(
         "runs",
         "two-tags",
         b"1 Q0 d1 1 1.0 r\n1 Q0 d2 2 0.5 s\n",
-        "the file holds runs r, s; import with split_tags",
-        None,
+        "has a second run tag, 's' (line 1 has 'r'; the file holds runs r, s): import with "
+        "--split-tags",
+        2,
     ),
     refused(
         "runs", "truncated-gzip", gzip.compress(RUN * 50)[:60], "is a truncated gzip file", None
@@ -448,6 +460,21 @@ RUNS = [
 ]
 
 QRELS = [
+    refused(
+        "qrels",
+        "no-break-space-in-an-id",
+        b"1 0 d1 2\n1 0 d\xc2\xa0x 1\n",
+        "document id 'd\\xa0x' contains a no-break space (U+00A0)",
+        2,
+    ),
+    refused(
+        "qrels",
+        "three-columns-on-every-line",
+        b"1 d1 2\n1 d2 1\n1 d3 0\n1 d4 0\n1 d5 1\n",
+        "has 3 columns; a qrels line has 4",
+        1,
+        lines=5,
+    ),
     refused("qrels", "invalid-utf8", b"1 0 d1 2\n1 0 d\xe92 1\n", f"0xE9 at column 6); {UTF8}", 2),
     refused("qrels", "utf16", b"1 0 d1 2\n1 0 d3 1\n".decode().encode("utf-16"), UTF16, None),
     refused(
@@ -521,15 +548,16 @@ QRELS = [
         "qrels",
         "label-off-the-scale",
         b"1 0 d1 2\n1 0 d3 7\n",
-        "label(s) 7 are not on the campaign's scale (0, 1, 2)",
-        None,
+        "label 7 is not on the campaign's scale (0, 1, 2; negative labels are always accepted): "
+        "add the label on the rubric page",
+        2,
     ),
     refused(
         "qrels",
         "unknown-topic",
         b"1 0 d1 2\n999 0 d3 1\n",
-        "1 topic(s) are not in the campaign: 999. Import the topics first.",
-        None,
+        "topic '999' is not in the campaign; import the topics first",
+        2,
     ),
 ]
 
@@ -676,6 +704,7 @@ def test_through_the_import_functions(case, campaigns):
         ((problem,), more) = error.value.problems, error.value.more
         assert (problem.source, problem.line, more) == (NAME, case.line, 0), problem
         assert case.phrase in problem.message, problem
+        assert problem.occurrences == error.value.count == case.lines
         assert snapshot() == before
         return
     summary = import_directly(case, campaign)
@@ -702,9 +731,12 @@ def test_through_the_files_page(case, campaigns, logged_in, django_capture_on_co
     job = Job.objects.get(kind=f"import_{case.kind}")
     if case.refused:
         assert job.status == Job.Status.FAILED, job.error
-        assert job.error == "Nothing was imported: 1 problem found."
+        count = f"{case.lines} problem{'s' if case.lines > 1 else ''}"
+        assert job.error == f"Nothing was imported: {count} found."
         ((problem,), more) = job.result["problems"], job.result["more"]
-        where = f"{NAME} line {case.line}: " if case.line is not None else f"{NAME}: "
+        where = f"{NAME}: " if case.line is None else f"{NAME} line {case.line}: "
+        if case.lines > 1:
+            where = f"{NAME} lines {case.line}, "
         assert (problem[: len(where)], more) == (where, 0), problem
         assert case.phrase in problem, problem
         assert snapshot() == before

@@ -113,13 +113,38 @@ def test_one_swapped_pair_among_twelve_systems_is_64_of_66():
 # --- what counts as a verdict --------------------------------------------------------------------
 
 
-def test_negative_labels_are_not_verdicts():
+def test_negative_labels_are_in_no_statistic_but_are_counted_apart():
     judgments = two_judges(300, 20, 10, 70)
     judgments["judge1"][("1", "pooled-not-judged")] = -1
     judgments["judge2"][("1", "pooled-not-judged")] = 1
     judgments["judge2"][("2", "also-pending")] = -1
     judgments["judge1"][("2", "also-pending")] = -1
-    assert only_pair(judgments) == only_pair(two_judges(300, 20, 10, 70))
+    with_negatives, without = only_pair(judgments), only_pair(two_judges(300, 20, 10, 70))
+    for figure in ("n", "observed", "cohen_kappa", "pooled_kappa", "confusion"):
+        assert getattr(with_negatives, figure) == getattr(without, figure)
+    assert (without.negative, without.negative_cells) == (0, [])
+    assert with_negatives.negative == 2
+    assert with_negatives.negative_cells == [(-1, -1, 1), (-1, 1, 1)]
+    assert with_negatives.identical == (300 + 70 + 1) / 402
+    assert with_negatives.per_topic["1"].negative == 1
+
+
+def test_two_copies_of_cranfield_differing_in_their_minus_ones_do_not_agree_silently():
+    # Cranfield variant A labels 225 pairs -1 where variant B labels them 1.
+    a = {("1", f"d{i}"): 1 + i % 4 for i in range(1612)}
+    b = dict(a)
+    for i in range(225):
+        a[("2", f"m{i}")], b[("2", f"m{i}")] = -1, 1
+    (result,) = pairwise_agreement({"A": a, "B": b}, labels=[1, 2, 3, 4], threshold=1, bootstrap=0)
+    assert (result.n, result.cohen_kappa) == (1612, 1.0)
+    assert (result.negative, result.negative_cells) == (225, [(-1, 1, 225)])
+    assert result.identical == 1612 / 1837
+
+
+def test_assessors_whose_only_common_pairs_are_negative_still_get_a_row():
+    judgments = {"nist": {("1", "x"): -1}, "crowd": {("1", "x"): 2}}
+    (result,) = pairwise_agreement(judgments, labels=[0, 1, 2], threshold=1, bootstrap=0)
+    assert (result.n, result.cohen_kappa, result.negative) == (0, None, 1)
 
 
 def test_a_pair_one_assessor_did_not_judge_is_not_counted():

@@ -180,6 +180,20 @@ def test_trec_eval_order_top_k_is_the_head_of_the_full_order(ranking):
         assert trec_eval_order(ranking, depth) == full[:depth]
 
 
+def test_trec_eval_order_compares_scores_as_trec_eval_does_in_32_bit_floats():
+    ranking = {"aaa": 0.40868028804263584, "zzz": 0.4086802880426358, "mmm": 0.5}
+    assert trec_eval_order(ranking) == ["mmm", "zzz", "aaa"]
+    assert trec_eval_order(ranking, 2) == ["mmm", "zzz"]
+
+
+def test_judged_at_k_counts_the_top_k_pytrec_eval_evaluates():
+    # Ordered as 64-bit floats, "aaa" would be the top document, and it is judged.
+    run = {"1": {"aaa": 0.40868028804263584, "zzz": 0.4086802880426358}}
+    qrels = {"1": {"aaa": 1}}
+    [scores] = evaluate_runs(qrels, {"r": run}, measures=["P@1", "Judged@1"])
+    assert scores.per_topic["1"] == {"P@1": 0.0, "Judged@1": 0.0}
+
+
 def test_rank_runs_best_first_ties_by_name():
     scores = [
         RunScores("b", {}, {"AP": 0.3}, 0.0),

@@ -8,6 +8,20 @@ from pooling.models import Pool
 from pooling.pools import PLANNER_DEPTHS, plan
 
 
+def by_tag(per_run: dict[str, dict], tags: dict[int, str]) -> dict[str, dict]:
+    """Per-run rows keyed by run tag (what organisers know a run by), each with its database id
+    beside it; a tag two runs of the pool share (a run and its replacement) gets its id too."""
+    named = [(tags.get(int(key), key), int(key), row) for key, row in per_run.items()]
+    counts: dict[str, int] = {}
+    for tag, _pk, _row in named:
+        counts[tag] = counts.get(tag, 0) + 1
+    out = {}
+    for tag, pk, row in named:
+        key = tag if counts[tag] == 1 else f"{tag} (run {pk})"
+        out[key] = {**row, "run": tag, "run_id": pk}
+    return out
+
+
 class Command(BaseCommand):
     help = "Print a pool's statistics and the depth planner (documents and hours per depth)."
 
@@ -29,6 +43,7 @@ class Command(BaseCommand):
         if options["pool"] and pool is None:
             raise CommandError(f"No built pool v{options['pool']} in {slug}.")
         planner = plan(campaign=campaign, depths=depths, seconds=options["seconds"])
+        tags = dict(campaign.runs.values_list("pk", "tag"))
         if options["json"]:
             out = {
                 "pool": None
@@ -36,9 +51,13 @@ class Command(BaseCommand):
                 else {
                     "version": pool.version,
                     "strategy": pool.strategy,
-                    "params": pool.params,
+                    "params": _params_by_tag(pool.params, tags),
+                    "runs": sorted(pool.runs.values_list("tag", flat=True)),
                     "size": pool.size,
-                    "stats": pool.stats,
+                    "stats": {
+                        **pool.stats,
+                        "per_run": by_tag(pool.stats.get("per_run", {}), tags),
+                    },
                 },
                 "planner": {**planner, "rows": [dataclasses.asdict(r) for r in planner["rows"]]},
             }
@@ -53,9 +72,7 @@ class Command(BaseCommand):
                 f"{totals['already_judged']:,} already judged"
             )
             self.stdout.write(f"  {'run':<30} {'unique':>8} {'judged in top k':>16}")
-            tags = dict(campaign.runs.values_list("pk", "tag"))
-            for key, row in pool.stats["per_run"].items():
-                tag = tags.get(int(key), key)
+            for tag, row in by_tag(pool.stats["per_run"], tags).items():
                 self.stdout.write(f"  {tag:<30} {row['unique']:>8} {row['judged_in_top_k']:>16}")
         self.stdout.write(
             f"Planner ({planner['runs']} runs, {planner['topics']} topics, "
@@ -73,3 +90,15 @@ class Command(BaseCommand):
                 f"{row.docs_per_topic_max:>5} {row.total_docs:>8,} {row.share_of_runs_x_k:>9.0%} "
                 f"{row.new_docs:>8,} {row.assessor_hours:>7.1f} {found:>9}"
             )
+
+
+def _params_by_tag(params: dict, tags: dict[int, str]) -> dict:
+    """The pool's parameters with per-run depths keyed by run tag, as they were given."""
+    if not params.get("depth_per_run"):
+        return params
+    return {
+        **params,
+        "depth_per_run": {
+            tags.get(int(key), key): depth for key, depth in params["depth_per_run"].items()
+        },
+    }

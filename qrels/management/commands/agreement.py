@@ -100,6 +100,9 @@ class Command(BaseCommand):
         if data.graded:
             header += ["linear", "quadratic"]
         header += ["overlap"]
+        negative = any(pair.negative for pair in data.pairs)
+        if negative:
+            header += ["negative", "identical"]
         rows = []
         for pair in data.pairs:
             ci = pair.ci.get("cohen_kappa")
@@ -115,10 +118,22 @@ class Command(BaseCommand):
             if data.graded:
                 row += [_f(pair.weighted_kappa_linear), _f(pair.weighted_kappa_quadratic)]
             row += [_f(pair.relevant_overlap)]
+            if negative:
+                row += [f"{pair.negative:,}", _f(pair.identical)]
             rows.append(row)
         out("")
         for line in table(header, rows):
             out(line)
+        for pair in data.pairs:
+            if pair.negative:
+                met = "; ".join(f"{a} against {b}: {n:,}" for a, b, n in pair.negative_cells[:6])
+                out(
+                    f"\n{pair.a} / {pair.b}: {pair.negative:,} more pairs both labelled have a "
+                    f"negative label ({met}) and are in no figure "
+                    "above (trec_eval reads a label below 0 as 'in the pool, not judged'); the "
+                    f"same label on {_f(pair.identical)} of all {pair.n + pair.negative:,} pairs "
+                    "both labelled."
+                )
         if any(pair.small_n for pair in data.pairs):
             out(
                 f"\n! fewer than {agreement.SMALL_N} pairs judged by both: too few for stable "

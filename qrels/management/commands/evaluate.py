@@ -84,7 +84,7 @@ class Command(BaseCommand):
         try:
             qrels = parse_upload(data, name=file.name, on_conflict=on_conflict)
         except ParseError as exc:
-            count = len(exc.problems) + exc.more
+            count = exc.count
             raise CommandError(
                 f"{path} is not a qrels file trec_eval reads: {count:,} "
                 f"problem{'s' if count != 1 else ''}.\n{exc}"

@@ -42,7 +42,8 @@ class Command(BaseCommand):
             "--unjudged",
             choices=UNJUDGED,
             default="omit",
-            help="Pooled pairs nobody judged: leave out (default) or write -1.",
+            help="Pooled pairs nobody labelled: leave out (default) or write -1. Imported "
+            "negative labels are written as they came either way.",
         )
         parser.add_argument(
             "--binary",
