@@ -50,7 +50,7 @@ def claim_next(assignment: Assignment) -> AssignmentItem | None:
     )
     with transaction.atomic():
         candidate = (
-            QueueItem.objects.select_for_update(skip_locked=True)
+            QueueItem.objects.select_for_update(skip_locked=True, of=("self",))
             .filter(pool=assignment.pool, topic__in=assignment.topics.all(), done=False)
             .filter(Q(claimed_by__isnull=True) | Q(claimed_at__lt=expired))
             .exclude(Exists(mine))
