@@ -48,6 +48,9 @@ from campaigns.textfiles import ProblemCollector, check_id, is_skippable, number
 MAX_DEPTH = 1000  # sample_eval's $maxResultSize
 CUTOFFS = (10, 50, 1000)  # the iP@k sample_eval prints
 MEASURES = ("xinfAP", "infNDCG", "iP@10", "iP@50", "iP@1000")
+# What the evaluation page and command score a stratified sampled pool with by default.
+DEFAULT_MEASURES = ("xinfAP", "infNDCG", "iP@10", "Judged@10")
+_INFERRED = re.compile(r"xinfAP|infNDCG|iP@([1-9][0-9]*)")
 NOT_SAMPLED = -1
 # sample_eval's smoothing of the precision among the documents above a rank, per stratum.
 _EPS_REL = 0.00001
@@ -64,6 +67,17 @@ class SampledPair(NamedTuple):
 
 
 SampleQrels = Mapping[str, Mapping[str, SampledPair]]  # topic -> document -> pair
+
+
+def is_inferred(measure: str) -> bool:
+    """Whether ``measure`` is one of this module's (xinfAP, infNDCG, iP@k)."""
+    return _INFERRED.fullmatch(measure) is not None
+
+
+def inferred_cutoffs(measures: Iterable[str]) -> list[int]:
+    """The k of the iP@k among ``measures``, sorted (at least one: iP@10 when none is named)."""
+    found = {int(m.group(1)) for m in map(_INFERRED.fullmatch, measures) if m and m.group(1)}
+    return sorted(found) or [10]
 
 
 # --- The qrels format ----------------------------------------------------------------------------
