@@ -337,7 +337,7 @@
       sending = false;
       failures += 1;
       if (failures <= RETRIES) {
-        announce("Saving… (retrying)");
+        announce("Not confirmed yet: retrying…");
         window.setTimeout(pump, Math.min(8000, 400 * Math.pow(2, failures - 1)));
       } else {
         failures = 0;
