@@ -26,7 +26,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
-from assess.judging import next_item, progress
+from assess.judging import mark_served, next_item, progress
 from assess.models import Assignment, AssignmentItem
 from assess.screen import document_html, flow_urls
 from campaigns.models import Document, Label, Topic
@@ -160,6 +160,8 @@ def respond(
 
     shown = _open_upcoming(assignment, request.POST.get("upcoming", "").strip())
     if shown is not None and shown.pk != current.pk:
+        # The page shows it now: the time it was first on screen (a GET never served it).
+        mark_served(shown)
         context = {
             "campaign": assignment.campaign,
             "assignment": assignment,

@@ -176,3 +176,23 @@ def test_bytes_per_answer_are_a_fraction_of_the_full_panel(client, assessor_a, w
     assert b'id="judge"' not in slim
     assert len(slim) < len(full) / 2
     assert len(gzip.compress(slim)) < len(gzip.compress(full))
+
+
+def test_the_organiser_can_switch_topic_breaks_off(client, assessor_a, work):
+    work.campaign.topic_breaks = False
+    work.campaign.save(update_fields=["topic_breaks"])
+    client.force_login(assessor_a)
+    first = open_items(work).order_by("position").first()
+    html = client.get(_url(work, first)).content.decode()
+    assert "data-breaks" not in html
+
+
+def test_a_document_shown_from_the_prefetch_records_when_it_was_first_on_screen(
+    client, assessor_a, work
+):
+    client.force_login(assessor_a)
+    first, second = list(open_items(work).order_by("position")[:2])
+    page = client.get(_url(work, first)).content.decode()
+    _post(client, work, first, page, upcoming=second.token)
+    second.refresh_from_db()
+    assert second.first_served_at is not None

@@ -312,8 +312,17 @@ def test_guidelines_open_with_g_and_keys_without_javascript(
     assert "not its source" in page.locator("#guidelines").inner_text()
     page.keyboard.press("g")
     assert not page.locator("#guidelines .guidelines-body").is_visible()
+    # `]`: the next unjudged document after this one (not this one again).
+    upcoming = page.locator("#upcoming").get_attribute("data-token")
+    _press(page, "]")
+    assert _item(page) == upcoming
+    # Without JavaScript: Skip is a button of the form, and "? Keys" a link to the keys page.
     plain = login(assessor_a, javascript=False)
     plain.goto(_start(live_server, work))
+    skipped = _item(plain)
+    plain.locator(".skip-button").click()
+    assert _item(plain) != skipped
+    assert Skip.objects.get().item.token == skipped
     plain.locator(".help-toggle").click()
     assert plain.url.split("?")[0].endswith("/keys/")
     assert plain.locator("dl.keys-list").is_visible()
