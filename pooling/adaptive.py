@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -39,6 +40,8 @@ from pooling.adjudication import (
     Adjudicator,
     Choice,
     Estimate,
+    TopicReplay,
+    replay_topic,
 )
 from pooling.models import AdaptiveTopic, Pool, PoolEntry, Run
 
@@ -258,4 +261,58 @@ def topic_states(pool: Pool) -> list[TopicState]:
         result.append(
             TopicState(topic, adjudicator.size, adjudicator.budget, estimate, opts["target"])
         )
+    return result
+
+
+# --- Replays for the organiser ------------------------------------------------------------------
+
+
+def campaign_labels(pool: Pool) -> dict[str, dict[str, int]]:
+    """topic id -> doc id -> label: the campaign's current verdicts on the pool's topics (people's
+    and imported; of several verdicts on one pair, the latest), for replaying orders."""
+    from campaigns.models import Judgment
+
+    rows = (
+        Judgment.objects.filter(campaign_id=pool.campaign_id, topic__in=pool.topics.all())
+        .order_by("judged_at", "pk")
+        .values_list("topic__topic_id", "doc_id", "label")
+    )
+    labels: dict[str, dict[str, int]] = defaultdict(dict)
+    for topic_id, doc_id, label in rows:
+        labels[topic_id][doc_id] = label
+    return dict(labels)
+
+
+def pool_lists(pool: Pool) -> dict[str, dict[str, list[str]]]:
+    """topic id -> run key -> the run's pooled documents, best first, for every topic."""
+    return {topic.topic_id: topic_lists(pool, topic) for topic in pool.topics.order_by("topic_id")}
+
+
+def replay_orders(
+    lists: dict[str, dict[str, list[str]]],
+    qrels: dict[str, dict[str, int]],
+    *,
+    orders: Sequence[str],
+    judged_only: bool = True,
+    relevant_from: int = 1,
+    **options: Any,
+) -> dict[str, list[TopicReplay]]:
+    """Each order replayed over every topic that has labels, by an assessor answering from
+    ``qrels``. ``judged_only`` cuts each run's list to the labelled documents (an unlabelled
+    document's verdict is unknown); otherwise an unlabelled document counts as not relevant."""
+    result: dict[str, list[TopicReplay]] = {}
+    topics = [t for t in lists if qrels.get(t)]
+    for order in orders:
+        replays = []
+        for topic_id in topics:
+            labels = qrels[topic_id]
+            runs = lists[topic_id]
+            if judged_only:
+                runs = {key: [d for d in ranked if d in labels] for key, ranked in runs.items()}
+            replays.append(
+                replay_topic(
+                    topic_id, runs, labels, order=order, relevant_from=relevant_from, **options
+                )
+            )
+        result[order] = replays
     return result

@@ -536,13 +536,14 @@ def leave_one_run_out(
             if not head:
                 continue
             adjudicator = Adjudicator(lists, **options)
-            total = sum(1 for doc in adjudicator.docs if labels.get(doc, 0) >= 1)
+            threshold = adjudicator.relevant_from
+            total = sum(1 for doc in adjudicator.docs if labels.get(doc, 0) >= threshold)
             want = math.ceil(fraction * total - 1e-9)
             found = 0
             while found < want and (choice := adjudicator.next()) is not None:
-                label = labels.get(choice.doc_id, 0)
+                label = labels.get(choice.doc_id, threshold - 1)
                 adjudicator.judge(choice.doc_id, label, run=choice.run)
-                found += label >= 1
+                found += label >= threshold
             done = {adjudicator.docs[d] for d in adjudicator.labels}
             judged += sum(1 for doc in head if doc in done)
             wanted += len(head)

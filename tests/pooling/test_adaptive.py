@@ -241,3 +241,61 @@ def test_eight_threads_on_one_adaptive_topic(campaign, transactional_db):
         replayed.cursor,
         replayed.labels,
     )
+
+
+def _qrels_file(tmp_path, campaign) -> str:
+    path = tmp_path / "qrels.txt"
+    path.write_text(
+        "".join(f"t1 0 {doc} {label}\n" for doc, label in _labels(campaign).items()),
+        encoding="utf-8",
+    )
+    return str(path)
+
+
+def test_the_replay_command_counts_what_was_worked_by_hand(campaign, tmp_path):
+    import json
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    _example(campaign)
+    out = StringIO()
+    call_command(
+        "replay", campaign.slug, "--qrels", _qrels_file(tmp_path, campaign), "--json", stdout=out
+    )
+    report = json.loads(out.getvalue())["orders"]
+    # 4 relevant: 50 % is 2 of them, 80 to 95 % all 4 (see test_adjudication's hand counts).
+    needed = {order: list(report[order]["needed"].values()) for order in report}
+    assert needed["depth"] == [5, 8, 8, 8]
+    assert needed["mtf"] == [5, 7, 7, 7]
+    assert needed["bandit"] == [4, 9, 9, 9]
+    # Without A, bandit over B and C serves d2 d6 d7 d9 d1 d8 d3 d10 d4 and has all four relevant:
+    # A's top (d1-d5) is judged but for d5.
+    assert report["bandit"]["leave_one_run_out_top10"] == {"A": 0.8, "B": 0.4, "C": 0.6}
+    text = StringIO()
+    call_command(
+        "replay",
+        campaign.slug,
+        "--qrels",
+        _qrels_file(tmp_path, campaign),
+        "--order",
+        "mtf",
+        stdout=text,
+    )
+    assert "gain curve" in text.getvalue()
+
+
+def test_the_replay_command_refuses_bad_input(campaign, tmp_path):
+    from django.core.management import CommandError, call_command
+
+    _example(campaign)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("t1 0 d1 1\nt1 0 d2\n", encoding="utf-8")
+    with pytest.raises(CommandError, match="line 2"):
+        call_command("replay", campaign.slug, "--qrels", str(bad))
+    other = tmp_path / "other.txt"
+    other.write_text("zz 0 d1 1\n", encoding="utf-8")
+    with pytest.raises(CommandError, match="judge none of pool v1's topics"):
+        call_command("replay", campaign.slug, "--qrels", str(other))
+    with pytest.raises(CommandError, match="No built pool v9"):
+        call_command("replay", campaign.slug, "--qrels", str(other), "--pool", "9")
