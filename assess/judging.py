@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
@@ -34,6 +34,7 @@ from campaigns.models import (
     RubricVersion,
     Topic,
 )
+from pooling import adaptive
 
 CLAIM_MINUTES = getattr(settings, "POOLJUDGE_CLAIM_MINUTES", 30)
 
@@ -62,14 +63,18 @@ def claim_next(assignment: Assignment) -> AssignmentItem | None:
         doc_id=OuterRef("doc_id"),
     )
     with transaction.atomic():
-        candidate = (
-            QueueItem.objects.select_for_update(skip_locked=True, of=("self",))
-            .filter(pool=assignment.pool, topic__in=assignment.topics.all(), done=False)
-            .filter(Q(claimed_by__isnull=True) | Q(claimed_at__lt=expired))
-            .exclude(Exists(mine))
-            .order_by("replica", "order", "pk")
-            .first()
-        )
+        is_adaptive = adaptive.options(assignment.pool) is not None
+        candidate = adaptive.claim_candidate(assignment, expired=expired) if is_adaptive else None
+        if candidate is None:
+            candidates = (
+                QueueItem.objects.select_for_update(skip_locked=True, of=("self",))
+                .filter(pool=assignment.pool, topic__in=assignment.topics.all(), done=False)
+                .filter(Q(claimed_by__isnull=True) | Q(claimed_at__lt=expired))
+                .exclude(Exists(mine))
+            )
+            if is_adaptive:  # pooling.adaptive chooses the documents; overlap copies stay here
+                candidates = candidates.filter(replica__gt=0)
+            candidate = candidates.order_by("replica", "order", "pk").first()
         if candidate is None:
             return None
         previous = candidate.claimed_by_id
@@ -189,6 +194,7 @@ def submit(
     unreadable: bool = False,
     unsure: bool = False,
     check_label: bool = True,
+    shown_token: str | None = None,
 ) -> tuple[Judgment, bool]:
     """Record the verdict for ``item`` (see campaigns.judgments.record_judgment) and mark the
     item, and its queue entry, judged. Raises ItemTakenAway (nothing stored) when the item was
@@ -207,6 +213,7 @@ def submit(
         "note": note,
         "unreadable": unreadable,
         "unsure": unsure,
+        "shown_token": shown_token or None,
     }
     if (
         connection.vendor == "postgresql"
@@ -218,7 +225,12 @@ def submit(
 
 
 def _submit_with_orm(item: AssignmentItem, **fields) -> tuple[Judgment, bool]:
-    timing = fields["timing"]
+    timing, shown_token = fields["timing"], fields.pop("shown_token")
+    if shown_token is not None:
+        # The document the page moved on to is on screen from now (see _SUBMIT_SQL's "seen").
+        AssignmentItem.objects.filter(
+            assignment_id=item.assignment_id, token=shown_token, first_served_at__isnull=True
+        ).update(first_served_at=timezone.now())
     with transaction.atomic():
         # Re-checked inside the write, with the item's row locked: a reassignment or a lost
         # queue claim that commits first is seen here (withdrawn); one that starts later waits
@@ -310,11 +322,17 @@ WITH item AS (
     UPDATE assess_queueitem q SET done = true FROM item, up
     WHERE q.id = item.queue_item_id AND NOT q.done
     RETURNING 1
+), seen AS (
+    -- The document the page moved on to (prefetched) is on screen from now.
+    UPDATE assess_assignmentitem s SET first_served_at = %(now)s::timestamptz
+    WHERE s.assignment_id = %(assignment)s AND s.token = %(shown)s AND s.first_served_at IS NULL
+    RETURNING 1
 )
 SELECT (SELECT count(*) FROM item) AS ours,
     (SELECT r.judgment_id FROM campaigns_judgmentrevision r WHERE r.submission_id = %(sid)s) AS dup,
     {", ".join("up." + c for c in _JUDGMENT_COLUMNS)},
     (SELECT count(*) FROM rev) + (SELECT count(*) FROM linked) + (SELECT count(*) FROM queue)
+    + (SELECT count(*) FROM seen)
 FROM (SELECT 1) AS one LEFT JOIN up ON true
 """  # noqa: S608
 
@@ -340,6 +358,8 @@ def _submit_in_one_statement(item: AssignmentItem, **fields) -> tuple[Judgment, 
         "unreadable": fields["unreadable"],
         "unsure": fields["unsure"],
         "expected": fields["expected_version"],
+        "assignment": item.assignment_id,
+        "shown": fields["shown_token"],
     }
     with connection.cursor() as cursor:
         cursor.execute(_SUBMIT_SQL, params)
@@ -386,20 +406,22 @@ def _submit_in_one_statement(item: AssignmentItem, **fields) -> tuple[Judgment, 
 @dataclass
 class Panel:
     """Everything the judging panel reads besides the scope: the document on screen, the next
-    open one to prefetch (with its document), the previous one (for the [ key) and the topic's
-    progress. One statement (see panel_reads)."""
+    open one to prefetch (with its document and topic), the previous one (for the [ key) and the
+    progress of the topics involved. One statement (see panel_reads)."""
 
-    item: AssignmentItem | None
-    document: Document | None
-    upcoming: AssignmentItem | None
-    upcoming_document: Document | None
-    previous: AssignmentItem | None
-    progress: TopicProgress | None
+    item: AssignmentItem | None = None
+    document: Document | None = None
+    upcoming: AssignmentItem | None = None
+    upcoming_document: Document | None = None
+    previous: AssignmentItem | None = None
+    progress: TopicProgress | None = None
+    # Judged / total by topic pk: the item's topic, the upcoming one's, and ``also_topic``.
+    counts: dict[int, TopicProgress] = field(default_factory=dict)
 
 
-# Open items of the assignment, in a CTE. Items whose queue claim someone else took are
-# withdrawn in the claimer's transaction (claim_next), so "not withdrawn" is the whole test; the
-# claim check stays as a guard for copies withdrawn before that rule.
+# The open-item test. Items whose queue claim someone else took are withdrawn in the claimer's
+# transaction (claim_next), so "not withdrawn" is the whole test; the claim check stays as a
+# guard for copies withdrawn before that rule.
 _OPEN_WHERE = """
     o.assignment_id = %(assignment)s AND o.judgment_id IS NULL AND NOT o.withdrawn
     AND (o.queue_item_id IS NULL OR EXISTS (
@@ -425,20 +447,30 @@ def _first_open(after: str, exclude: str) -> str:
     )
 
 
-_CUR_AT = """
-    SELECT o.id, o.token, o.position, o.doc_id, o.topic_id, o.queue_item_id
-    FROM assess_assignmentitem o WHERE o.id = %(item)s
-"""
+# The item itself (the judging page); the open item with that token (the document the page
+# moved on to: nothing when it is no longer open); the first open one after a position.
+_CUR_AT = f"SELECT {_ITEM_COLUMNS} FROM assess_assignmentitem o WHERE o.id = %(item)s"  # noqa: S608
+_CUR_SHOWN = (
+    f"SELECT {_ITEM_COLUMNS} FROM assess_assignmentitem o "  # noqa: S608
+    f"WHERE o.token = %(shown)s AND {_OPEN_WHERE}"
+)
 _CUR_AFTER = _first_open("%(after)s", "0")
 _NEXT = _first_open("(SELECT position FROM cur)", "(SELECT id FROM cur)")
-_PROGRESS_ITEMS = """
-    SELECT COUNT(p.judgment_id) AS judged, COUNT(*) AS total FROM assess_assignmentitem p, cur
-    WHERE p.assignment_id = %(assignment)s AND p.topic_id = cur.topic_id AND NOT p.withdrawn
-"""
-_PROGRESS_QUEUE = """
-    SELECT SUM(CASE WHEN q.done THEN 1 ELSE 0 END) AS judged, COUNT(*) AS total
-    FROM assess_queueitem q, cur WHERE q.pool_id = %(pool)s AND q.topic_id = cur.topic_id
-"""
+_TOPICS = (
+    "(SELECT topic_id FROM cur UNION SELECT topic_id FROM nxt "
+    "UNION SELECT CAST(%(also)s AS bigint))"
+)
+_PROGRESS_ITEMS = f"""
+    SELECT p.topic_id, COUNT(p.judgment_id) AS judged, COUNT(*) AS total
+    FROM assess_assignmentitem p
+    WHERE p.assignment_id = %(assignment)s AND NOT p.withdrawn AND p.topic_id IN {_TOPICS}
+    GROUP BY p.topic_id
+"""  # noqa: S608
+_PROGRESS_QUEUE = f"""
+    SELECT q.topic_id, SUM(CASE WHEN q.done THEN 1 ELSE 0 END) AS judged, COUNT(*) AS total
+    FROM assess_queueitem q WHERE q.pool_id = %(pool)s AND q.topic_id IN {_TOPICS}
+    GROUP BY q.topic_id
+"""  # noqa: S608
 _PANEL_SQL = """
 WITH cur AS ({cur}),
 nxt AS ({next}),
@@ -455,24 +487,34 @@ LEFT JOIN campaigns_document d ON d.campaign_id = %(campaign)s AND d.doc_id = cu
 LEFT JOIN campaigns_topic t ON t.id = cur.topic_id
 UNION ALL
 SELECT 'n', nxt.id, nxt.token, nxt.position, nxt.doc_id, nxt.topic_id, nxt.queue_item_id,
-    d.title, d.body_html, NULL, NULL, NULL, NULL
-FROM nxt LEFT JOIN campaigns_document d ON d.campaign_id = %(campaign)s AND d.doc_id = nxt.doc_id
+    d.title, d.body_html, t.topic_id, t.title, t.description, t.narrative
+FROM nxt
+LEFT JOIN campaigns_document d ON d.campaign_id = %(campaign)s AND d.doc_id = nxt.doc_id
+LEFT JOIN campaigns_topic t ON t.id = nxt.topic_id
 UNION ALL
 SELECT 'p', prv.id, prv.token, prv.position, prv.doc_id, prv.topic_id, NULL,
     NULL, NULL, NULL, NULL, NULL, NULL
 FROM prv
 UNION ALL
-SELECT 'g', prog.judged, NULL, prog.total, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+SELECT 'g', prog.judged, NULL, prog.total, NULL, prog.topic_id, NULL,
+    NULL, NULL, NULL, NULL, NULL, NULL
 FROM prog
 """
 
 
 def panel_reads(
-    assignment: Assignment, *, item: AssignmentItem | None = None, after: int | None = None
+    assignment: Assignment,
+    *,
+    item: AssignmentItem | None = None,
+    after: int | None = None,
+    shown: str | None = None,
+    also_topic: Topic | None = None,
 ) -> Panel:
-    """The panel's reads in one statement: for ``item`` (the judging page), or for the first
-    open item after position ``after`` (the answer to a verdict). ``item`` keeps the topic and
-    judgment already loaded with it; the item found after ``after`` is open (no judgment)."""
+    """The panel's reads in one statement: for ``item`` (the judging page), for the open item
+    with token ``shown`` (the document the page moved on to), or for the first open item after
+    position ``after`` (the answer to a verdict); with the progress of ``also_topic`` too.
+    ``item`` keeps the topic and judgment already loaded with it; an item found by ``shown`` or
+    ``after`` is open (no judgment)."""
     params = {
         "assignment": assignment.pk,
         "assessor": assignment.assessor_id,
@@ -480,62 +522,84 @@ def panel_reads(
         "pool": assignment.pool_id,
         "item": item.pk if item is not None else None,
         "after": after if after is not None else 0,
+        "shown": shown,
+        "also": also_topic.pk if also_topic is not None else None,
     }
+    if item is not None:
+        cur = _CUR_AT
+    elif shown is not None:
+        cur = _CUR_SHOWN
+    else:
+        cur = _CUR_AFTER
     queue = assignment.mode == Assignment.Mode.QUEUE
     sql = _PANEL_SQL.format(
-        next=_NEXT,
-        cur=_CUR_AT if item is not None else _CUR_AFTER,
-        progress=_PROGRESS_QUEUE if queue else _PROGRESS_ITEMS,
+        cur=cur, next=_NEXT, progress=_PROGRESS_QUEUE if queue else _PROGRESS_ITEMS
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    panel = Panel(None, None, None, None, None, None)
-    topic = item.topic if item is not None else None
+    panel = Panel()
+    topics = {also_topic.pk: also_topic} if also_topic is not None else {}
+    if item is not None:
+        topics[item.topic_id] = item.topic
+    counts: list[tuple[int, int, int]] = []
     for kind, pk, token, position, doc_id, topic_pk, queue_pk, title, body, *topic_cols in rows:
-        if kind == "c":
-            if item is None:
-                topic = Topic(
-                    pk=topic_pk,
-                    campaign_id=assignment.campaign_id,
-                    topic_id=topic_cols[0],
-                    title=topic_cols[1],
-                    description=topic_cols[2],
-                    narrative=topic_cols[3],
-                )
-                item = AssignmentItem(
-                    pk=pk,
-                    assignment=assignment,
-                    topic=topic,
-                    doc_id=doc_id,
-                    position=position,
-                    token=token,
-                    queue_item_id=queue_pk,
-                )
-                item.judgment = None
-            panel.item = item
-            if title is not None or body is not None:
-                panel.document = Document(doc_id=doc_id, title=title, body_html=body)
-        elif kind == "n":
-            panel.upcoming = AssignmentItem(
-                pk=pk,
-                assignment=assignment,
-                topic_id=topic_pk,
-                doc_id=doc_id,
-                position=position,
-                token=token,
-                queue_item_id=queue_pk,
-            )
-            if title is not None or body is not None:
-                panel.upcoming_document = Document(doc_id=doc_id, title=title, body_html=body)
-        elif kind == "p":
+        if kind == "g":
+            counts.append((topic_pk, int(pk or 0), int(position or 0)))
+            continue
+        if kind == "p":
             panel.previous = AssignmentItem(
                 pk=pk, assignment=assignment, topic_id=topic_pk, doc_id=doc_id,
                 position=position, token=token,
             )  # fmt: skip
-        elif kind == "g" and topic is not None:
-            panel.progress = TopicProgress(topic, int(pk or 0), int(position or 0))
+            continue
+        if topic_pk not in topics:
+            topics[topic_pk] = Topic(
+                pk=topic_pk,
+                campaign_id=assignment.campaign_id,
+                topic_id=topic_cols[0],
+                title=topic_cols[1],
+                description=topic_cols[2],
+                narrative=topic_cols[3],
+            )
+        document = None
+        if title is not None or body is not None:
+            document = Document(doc_id=doc_id, title=title, body_html=body)
+        if kind == "c" and item is not None:
+            panel.item, panel.document = item, document
+            continue
+        found = AssignmentItem(
+            pk=pk,
+            assignment=assignment,
+            topic=topics[topic_pk],
+            doc_id=doc_id,
+            position=position,
+            token=token,
+            queue_item_id=queue_pk,
+        )
+        found.judgment = None
+        if kind == "c":
+            panel.item, panel.document = found, document
+        else:
+            panel.upcoming, panel.upcoming_document = found, document
+    for topic_pk, judged, total in counts:
+        if topic_pk in topics:
+            panel.counts[topic_pk] = TopicProgress(topics[topic_pk], judged, total)
+    if panel.item is not None:
+        panel.progress = panel.counts.get(panel.item.topic_id)
     return panel
+
+
+def mark_served(item: AssignmentItem) -> None:
+    """Record when the item was first on screen (only the first time: one write, not one per
+    view). The judging page's GET never calls it: a verdict's write records it for the judged
+    item (assess.judging.submit, from the signed time the page was served)."""
+    if item.first_served_at is None:
+        now = timezone.now()
+        AssignmentItem.objects.filter(pk=item.pk, first_served_at__isnull=True).update(
+            first_served_at=now
+        )
+        item.first_served_at = now
 
 
 # Rubric versions never change once saved (Campaign.save_rubric makes a new one), so a worker

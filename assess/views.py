@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 from django_htmx.http import push_url
 
+from assess.answer import acknowledgement, label_name, respond, upcoming_state
 from assess.judging import (
     ItemTakenAway,
     Panel,
@@ -32,6 +33,7 @@ from assess.judging import (
     submit,
 )
 from assess.models import Assignment, AssignmentItem
+from assess.screen import document_html, screen_context
 from campaigns.access import ASSESSOR, get_campaign_for
 from campaigns.judgments import InvalidLabel, StaleJudgment, SubmissionReused, Timing
 from campaigns.models import Assessor, Label, RubricVersion
@@ -122,13 +124,25 @@ def start(request: HttpRequest, slug: str, token: str) -> HttpResponse:
 
 
 def _done_context(assignment: Assignment) -> dict:
+    from assess.revise import topic_links
+
     topics = progress(assignment)
+    last = (
+        assignment.items.filter(judgment__isnull=False).order_by("-position").only("token").first()
+    )
     return {
         "campaign": assignment.campaign,
         "assignment": assignment,
         "topics": topics,
         "judged": sum(t.judged for t in topics),
+        # Where to revise: per topic, the assessor's judged documents; `[` opens the last one.
+        "revise_links": topic_links(assignment, progress=topics),
+        "last_url": _judge_url(assignment, last) if last else "",
     }
+
+
+def _judge_url(assignment: Assignment, item: AssignmentItem) -> str:
+    return reverse("assess:judge", args=[assignment.campaign.slug, assignment.token, item.token])
 
 
 def _served_token(item: AssignmentItem) -> str:
@@ -183,13 +197,23 @@ def _panel_context(
     judgment = item.judgment
     upcoming = None
     if judgment is None and panel.upcoming is not None:
-        upcoming = {"item": panel.upcoming, "document": panel.upcoming_document}
+        upcoming = upcoming_state(
+            assignment,
+            panel.upcoming,
+            panel.upcoming_document,
+            after=item,
+            counts=panel.counts.get(panel.upcoming.topic_id),
+        )
+    document = panel.document
     return {
         "campaign": campaign,
         "assignment": assignment,
         "item": item,
         "topic": item.topic,
-        "document": panel.document,
+        "document": document,
+        "document_body": document_html(document.body_html, topic=item.topic, campaign=campaign)
+        if document
+        else "",
         "judgment": judgment,
         "rubric": rubric,
         "labels": labels,
@@ -198,6 +222,7 @@ def _panel_context(
         "upcoming": upcoming,
         "submission_id": uuid.uuid4(),
         "served": _served_token(item),
+        **screen_context(assignment=assignment, item=item, labels=labels),
         **extra,
     }
 
@@ -292,7 +317,7 @@ def _judge_post(request: HttpRequest, assignment: Assignment, current: Assignmen
         context = _panel_context(assignment, current, error="That label is not on the scale.")
         return _render_panel(request, context, status=400)
     try:
-        submit(
+        judgment, _ = submit(
             item=current,
             label=label,
             rubric_version=rubric,
@@ -303,6 +328,9 @@ def _judge_post(request: HttpRequest, assignment: Assignment, current: Assignmen
             note=request.POST.get("note", "").strip()[:2000],
             unreadable=bool(request.POST.get("unreadable")),
             unsure=bool(request.POST.get("unsure")),
+            # The document the page moved on to: its first time on screen is recorded with
+            # this write (the page showed it from its prefetch, no GET served it).
+            shown_token=request.POST.get("upcoming", "").strip() if request.htmx else None,
         )
     except InvalidLabel:
         context = _panel_context(assignment, current, error="That label is not on the scale.")
@@ -314,8 +342,34 @@ def _judge_post(request: HttpRequest, assignment: Assignment, current: Assignmen
         return _render_panel(request, context, status=400)
     except StaleJudgment as exc:
         current.judgment = exc.current
-        context = _panel_context(assignment, current, conflict=exc.current, attempted=label)
+        context = _panel_context(
+            assignment,
+            current,
+            conflict=exc.current,
+            attempted=label,
+            conflict_name=label_name(labels, exc.current.label),
+            attempted_name=label_name(labels, label),
+        )
         return _render_panel(request, context, status=409)
     except ItemTakenAway as exc:
         return _after_verdict(request, assignment, current.position, error=str(exc))
+    if request.htmx:
+        # The page's script: only what changed (assess/answer.py), read in one statement: the
+        # document the page moved on to (or the next open one), what follows it, and the
+        # progress of the topics involved.
+        shown = request.POST.get("upcoming", "").strip()
+        if shown:
+            panel = panel_reads(assignment, shown=shown, also_topic=current.topic)
+        else:
+            panel = panel_reads(assignment, after=current.position, also_topic=current.topic)
+        kind = "revised" if judgment.version > 1 else "saved"
+        ack = acknowledgement(
+            assignment=assignment,
+            item=current,
+            kind=kind,
+            name=label_name(labels, judgment.label),
+            version=judgment.version,
+            counts=panel.counts.get(current.topic_id),
+        )
+        return respond(request, assignment, current, ack, panel=panel)
     return _after_verdict(request, assignment, current.position)

@@ -50,8 +50,6 @@ from itertools import combinations
 
 import krippendorff
 import numpy as np
-import scipy.stats
-from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
 Judgments = Mapping[str, Mapping[tuple[str, str], int]]
 
@@ -553,8 +551,9 @@ def group_agreement(
 
     None when fewer than three assessors judged any such pair. Krippendorff's alpha (the
     krippendorff package) takes every item with two or more ratings, missing ratings allowed;
-    ordinal alpha orders the labels as the scale lists them. Fleiss' kappa (statsmodels) assumes
-    the same number of ratings per item, so it is computed over the largest such group: the
+    ordinal alpha orders the labels as the scale lists them. Fleiss' kappa
+    (:func:`fleiss_kappa`) assumes the same number of ratings per item, so it is computed over the
+    largest such group: the
     items with the most common number of ratings (ties: the larger number), counted in
     ``fleiss_items`` and ``fleiss_raters``.
     """
@@ -594,9 +593,8 @@ def group_agreement(
     chosen = data[:, per_item == raters]
     # Items x ratings, each column one rating (which assessor gave it does not matter to Fleiss).
     rated = np.sort(chosen.T, axis=1)[:, :raters].astype(np.int64)
-    table, _ = aggregate_raters(rated, n_cat=k)
-    with np.errstate(all="ignore"):
-        fleiss = _none_if_nan(fleiss_kappa(table, method="fleiss"))
+    table = np.stack([np.bincount(row, minlength=k) for row in rated]) if len(rated) else []
+    fleiss = fleiss_kappa(table)
     return GroupAgreement(
         assessors=assessors,
         n_items=len(items),
@@ -607,6 +605,37 @@ def group_agreement(
         fleiss_raters=int(raters),
         labels=out_labels,
     )
+
+
+def fleiss_kappa(table: Sequence[Sequence[int]] | np.ndarray) -> float | None:
+    """Fleiss' kappa (Fleiss 1971) of an items x categories table of rating counts.
+
+    Every item must have the same number of ratings ``r >= 2``. With ``N`` items, ``n_ij`` the
+    ratings of item i in category j and ``c_j`` the column totals::
+
+        P_bar = sum_ij n_ij (n_ij - 1) / (N r (r - 1))      P_e = sum_j c_j^2 / (N r)^2
+        kappa = (P_bar - P_e) / (1 - P_e)
+
+    Computed in integers up to one final division (statsmodels' ``fleiss_kappa`` with
+    ``method="fleiss"`` gives the same number; the tests compare). None when it is 0/0 (every
+    rating in one category) or there is nothing to rate.
+    """
+    rows = [[int(count) for count in row] for row in table]
+    if not rows:
+        return None
+    r = sum(rows[0])
+    if r < 2 or any(sum(row) != r for row in rows):
+        raise ValueError("Fleiss' kappa needs the same number (two or more) of ratings per item")
+    n = len(rows)
+    pair_agree = sum(count * (count - 1) for row in rows for count in row)
+    totals = [sum(column) for column in zip(*rows, strict=True)]
+    # kappa = (P_bar - P_e) / (1 - P_e) with both over the common denominator (N r)^2 (r - 1).
+    scale = (n * r) ** 2 * (r - 1)
+    p_bar = pair_agree * n * r  # P_bar * scale
+    p_e = sum(total * total for total in totals) * (r - 1)  # P_e * scale
+    if p_e == scale:
+        return None
+    return (p_bar - p_e) / (scale - p_e)
 
 
 # --- orderings of systems ------------------------------------------------------------------------
@@ -629,10 +658,28 @@ def kendall_tau(order_a: Sequence[str], order_b: Sequence[str]) -> TauResult:
     if n < 2:
         return TauResult(tau=None, swapped=0, pairs=pairs, n=n)
     position_b = {system: i for i, system in enumerate(order_b)}
-    # No ties in either ordering, so scipy's tau is (C - D) / pairs; recover D exactly from it.
-    tau = scipy.stats.kendalltau(np.arange(n), [position_b[s] for s in order_a]).statistic
-    swapped = round(pairs * (1 - tau) / 2)
+    # No ties in either ordering: the discordant pairs are the inversions of b's positions read
+    # in a's order, and tau = (concordant - discordant) / pairs, exactly.
+    swapped = _inversions([position_b[s] for s in order_a])
     return TauResult(tau=(pairs - 2 * swapped) / pairs, swapped=swapped, pairs=pairs, n=n)
+
+
+def _inversions(values: list[int]) -> int:
+    """Pairs i < j with values[i] > values[j], by merge sort (n log n: a thousand runs is fine)."""
+    if len(values) < 2:
+        return 0
+    middle = len(values) // 2
+    left, right = values[:middle], values[middle:]
+    count = _inversions(left) + _inversions(right)
+    left.sort()
+    right.sort()
+    i = 0
+    for value in right:
+        # Every element of `left` greater than `value` forms an inversion with it.
+        while i < len(left) and left[i] <= value:
+            i += 1
+        count += len(left) - i
+    return count
 
 
 def order_by_score(scores: Mapping[str, float]) -> list[str]:

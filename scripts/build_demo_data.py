@@ -8,7 +8,7 @@ a weak coordination-level baseline).
 
 Regenerate, from the repository root, on CPython 3.11 (the docstrings differ between versions):
 
-    pip install bm25s==0.3.16 PyStemmer==3.1.0   # besides numpy, scipy, scikit-learn (pinned)
+    pip install -e '.[demo-data]'   # scipy, scikit-learn, bm25s and PyStemmer, pinned
     python scripts/build_demo_data.py
 
 The output is deterministic: the same Python version and the same package versions give

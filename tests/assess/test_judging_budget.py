@@ -36,10 +36,10 @@ class Counter:
         return execute(sql, params, many, context)
 
 
-def _counted(call):
+def _counted(call, *args, **kwargs):
     counter = Counter()
     with connection.execute_wrapper(counter):
-        response = call()
+        response = call(*args, **kwargs)
     return response, counter.statements
 
 
@@ -74,19 +74,44 @@ def test_the_judging_page_and_a_judgment_cost_at_most_five_statements(
     for _ in range(3):  # a new judgment, then the next document's, then a revision below
         item = next_item(assignment)
         url = reverse("assess:judge", args=[assignment.campaign.slug, assignment.token, item.token])
-        page, statements = _counted(lambda: client.get(url, **headers))
+        page, statements = _counted(client.get, url, **headers)
         assert page.status_code == 200
         assert len(statements) <= BUDGET, " | ".join(" ".join(s.split())[:70] for s in statements)
         html = page.content.decode()
         form = dict(re.findall(r'name="(submission|version|served)" value="([^"]*)"', html))
-        answer, statements = _counted(lambda: client.post(url, {**form, "label": "1"}, **headers))
+        answer, statements = _counted(client.post, url, {**form, "label": "1"}, **headers)
         assert answer.status_code == (200 if htmx else 302)
         assert len(statements) <= BUDGET, " | ".join(" ".join(s.split())[:70] for s in statements)
     # A revision of the last one, from its page.
     page = client.get(url, **headers).content.decode()
     form = dict(re.findall(r'name="(submission|version|served)" value="([^"]*)"', page))
     assert form["version"] == "1"
-    answer, statements = _counted(lambda: client.post(url, {**form, "label": "2"}, **headers))
+    answer, statements = _counted(client.post, url, {**form, "label": "2"}, **headers)
     assert answer.status_code == (200 if htmx else 302)
     assert len(statements) <= BUDGET, " | ".join(" ".join(s.split())[:70] for s in statements)
     assert JudgmentRevision.objects.filter(judgment__assessor__user=user).count() == 4
+
+
+@pytest.mark.parametrize("kind", ["primary", "overlap"])
+def test_the_slim_answer_to_a_prefetching_page_costs_at_most_five_statements(
+    postgres, client, assignments, kind
+):
+    """The page posts ``upcoming`` (the prefetched document it moved on to): the answer is the
+    slim one, and the prefetched document's first time on screen is written with the verdict."""
+    assignment, user = assignments[kind]
+    client.force_login(user)
+    client.get(
+        reverse("assess:start", args=[assignment.campaign.slug, assignment.token]), follow=True
+    )
+    item = next_item(assignment)
+    url = reverse("assess:judge", args=[assignment.campaign.slug, assignment.token, item.token])
+    html = client.get(url, HTTP_HX_REQUEST="true").content.decode()
+    form = dict(re.findall(r'name="(submission|version|served)" value="([^"]*)"', html))
+    following = next_item(assignment, after=item.position)
+    assert following.first_served_at is None
+    data = {**form, "label": "1", "upcoming": following.token}
+    answer, statements = _counted(client.post, url, data, HTTP_HX_REQUEST="true")
+    assert answer.status_code == 200
+    assert len(statements) <= BUDGET, " | ".join(" ".join(s.split())[:70] for s in statements)
+    following.refresh_from_db()
+    assert following.first_served_at is not None

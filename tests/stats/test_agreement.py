@@ -1,4 +1,5 @@
-"""qrels.agreement: seed 000's worked examples, and equality with the libraries' own results."""
+"""qrels.agreement: seed 000's worked examples, and equality with the libraries' own results
+(scikit-learn, statsmodels, scipy and krippendorff are test-only oracles here)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from qrels.agreement import (
     pooled_kappa,
     weighted_kappa,
 )
+from qrels.agreement import fleiss_kappa as agreement_fleiss_kappa
 
 
 def two_judges(both: int, first_only: int, second_only: int, neither: int, topics: int = 10):
@@ -397,6 +399,28 @@ def test_alpha_and_fleiss_equal_the_libraries_on_random_matrices(case):
         assert result.fleiss_kappa == pytest.approx(expected, abs=1e-12)
 
 
+def test_fleiss_kappa_is_the_textbook_example():
+    # Fleiss (1971) as worked on Wikipedia's "Fleiss' kappa" page: ten items, fourteen raters,
+    # five categories; P_bar = 0.378, P_e = 0.213, kappa = 0.210.
+    table = [
+        [0, 0, 0, 0, 14],
+        [0, 2, 6, 4, 2],
+        [0, 0, 3, 5, 6],
+        [0, 3, 9, 2, 0],
+        [2, 2, 8, 1, 1],
+        [7, 7, 0, 0, 0],
+        [3, 2, 6, 3, 0],
+        [2, 5, 3, 2, 2],
+        [6, 5, 2, 1, 0],
+        [0, 2, 2, 3, 7],
+    ]
+    assert round(agreement_fleiss_kappa(table), 3) == 0.210
+    assert agreement_fleiss_kappa(table) == pytest.approx(fleiss_kappa(np.array(table)))
+    assert agreement_fleiss_kappa([[3, 0], [3, 0]]) is None  # one category only: 0/0
+    with pytest.raises(ValueError, match="same number"):
+        agreement_fleiss_kappa([[2, 1], [1, 1]])
+
+
 def test_group_agreement_needs_three_assessors():
     two = {"a": {("1", "x"): 1, ("1", "y"): 0}, "b": {("1", "x"): 1, ("1", "y"): 1}}
     assert group_agreement(two, labels=[0, 1], threshold=1) is None
@@ -440,6 +464,13 @@ def test_tau_and_swaps_match_scipy_and_a_pair_count(permutation):
     discordant = sum(position[x] > position[y] for x, y in combinations(systems, 2))
     assert result.swapped == discordant
     assert result.tau == pytest.approx(scipy.stats.kendalltau(range(9), permutation).statistic)
+
+
+@given(st.permutations(list(range(60))))
+def test_tau_of_longer_orderings_matches_scipy(permutation):
+    systems = [f"s{i:02d}" for i in range(60)]
+    result = kendall_tau(systems, [systems[i] for i in permutation])
+    assert result.tau == pytest.approx(scipy.stats.kendalltau(range(60), permutation).statistic)
 
 
 def test_tau_extremes_and_errors():
