@@ -35,6 +35,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.statistics_modes import MODES, set_mode  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "trec-covid-round1"
 QRELS = DATA / "qrels" / "qrels-rnd1.txt"
@@ -206,6 +207,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="Keep the benchmark database.")
     parser.add_argument("--reuse", action="store_true", help="Reuse a kept benchmark database.")
+    parser.add_argument(
+        "--statistics",
+        choices=("both", *MODES),
+        default="both",
+        help="measure without planner statistics (none), after ANALYZE (fresh), or both",
+    )
     args = parser.parse_args()
     if not (DATA / "runs").is_dir() or not QRELS.is_file():
         sys.exit(f"{DATA} is absent: the benchmark needs the TREC-COVID round-1 runs and qrels.")
@@ -223,7 +230,10 @@ def main() -> None:
             print(f"importing {len(paths)} runs and the round-1 qrels …", flush=True)
             import_covid(paths)
             fill_agreement()
-        measure(paths, args.repeat)
+        for mode in MODES if args.statistics == "both" else (args.statistics,):
+            set_mode(mode)
+            print(f"--- planner statistics: {mode} ---", flush=True)
+            measure(paths, args.repeat)
     finally:
         from django.db import connections
 

@@ -13,7 +13,7 @@ import dataclasses
 import gc
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from django.db import connection, transaction
@@ -26,19 +26,18 @@ from campaigns.models import Campaign, Judgment, Topic
 from pooling import adaptive, strategies
 from pooling.adjudication import AdjudicationError
 from pooling.models import Pool, PoolEntry, Run, RunTopic
+from pooljudge.common import ProgressFn, median, no_progress, refresh_planner_statistics
 
-ProgressFn = Callable[[int, int | None, str], None]
 ORDERS = ("trec_eval", "file_rank")
+# The Celery task that builds a pool (pooling.tasks), by name: the task module imports this one,
+# and naming it here rather than importing it keeps the import graph one-way.
+BUILD_TASK = "pooling.tasks.build_pool_task"
 DEFAULT_SECONDS_PER_JUDGMENT = 30.0
 PLANNER_DEPTHS = (1, 5, 10, 20, 50, 100)
 
 
 class PoolDefinitionError(ValueError):
     """The requested pool cannot be built as asked (a sentence for the organiser)."""
-
-
-def _no_progress(done: int, total: int | None, message: str) -> None:
-    return None
 
 
 # --- Reading runs ---------------------------------------------------------------------------------
@@ -260,11 +259,9 @@ def create_pool(
     )
     pool.runs.set(runs)
     pool.topics.set(topic_list)
-    from pooling.tasks import build_pool_task
-
     pool.job = jobs.enqueue(
         kind="build_pool",
-        task=build_pool_task,
+        task=BUILD_TASK,
         campaign=campaign,
         params={"pool": pool.pk, "version": pool.version},
         user=user,
@@ -461,7 +458,7 @@ class _EntryWriter:
             copying.close()
 
 
-def build_pool(*, pool: Pool, progress: ProgressFn = _no_progress) -> dict[str, Any]:
+def build_pool(*, pool: Pool, progress: ProgressFn = no_progress) -> dict[str, Any]:
     """Fill ``pool`` with its entries and statistics and mark it built (in the caller's
     transaction). Building a pool that is already built changes nothing.
 
@@ -510,6 +507,7 @@ def build_pool(*, pool: Pool, progress: ProgressFn = _no_progress) -> dict[str, 
     pool.status = Pool.Status.BUILT
     pool.built_at = timezone.now()
     pool.save(update_fields=["stats", "size", "status", "built_at"])
+    refresh_planner_statistics(PoolEntry)
     return {
         "pool": pool.pk,
         "version": pool.version,
@@ -531,16 +529,14 @@ def mark_failed(pool_id: int, status: str) -> None:
 def seconds_per_judgment(campaign: Campaign) -> tuple[float, bool]:
     """The campaign's median active seconds per judgment once there are enough judgments
     (True), else the stated default (False)."""
-    values = sorted(
+    values = list(
         Judgment.objects.filter(
             campaign=campaign, source=Judgment.Source.JUDGED, active_seconds__isnull=False
         ).values_list("active_seconds", flat=True)[:20000]
     )
     if len(values) < 20:
         return DEFAULT_SECONDS_PER_JUDGMENT, False
-    middle = len(values) // 2
-    median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
-    return float(median), True
+    return median(values), True
 
 
 def plan(
