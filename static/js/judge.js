@@ -393,6 +393,9 @@
         refuse(queue.splice(0).concat(waiting.splice(0)),
           "the document on screen was no longer yours to judge.");
       }
+      // A verdict still queued moved on to this document: its answer should prefetch after it.
+      var pending = queue.length ? queue[queue.length - 1] : null;
+      if (pending && pending.next === null && fresh.dataset.item) { pending.next = fresh.dataset.item; }
       replacePanel(fresh);
       updateProgress(ack);
       flushWaiting();
