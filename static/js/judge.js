@@ -324,21 +324,29 @@
       credentials: "same-origin",
       headers: { "HX-Request": "true", "X-CSRFToken": entry.fields.get("csrfmiddlewaretoken") || "" },
     }).then(function (response) {
-      return response.text().then(function (text) { return { status: response.status, text: text }; });
+      return response.text().then(function (text) {
+        return { status: response.status, text: text, after: response.headers.get("Retry-After") };
+      });
     }).then(function (answer) {
-      if (answer.status >= 500 || answer.status === 429) { throw new Error("server " + answer.status); }
+      if (answer.status >= 500 || answer.status === 429) {
+        // Not confirmed (docs/judging-protocol.md): the same request again, after Retry-After.
+        var busy = new Error("server " + answer.status);
+        busy.after = Number(answer.after) * 1000 || 0;
+        throw busy;
+      }
       sending = false;
       failures = 0;
       queue.shift();
       received(answer.status, answer.text);
       pump();
-    }).catch(function () {
+    }).catch(function (error) {
       // The same request again (same submission id: a replay stores nothing twice).
       sending = false;
       failures += 1;
       if (failures <= RETRIES) {
         announce("Not confirmed yet: retrying…");
-        window.setTimeout(pump, Math.min(8000, 400 * Math.pow(2, failures - 1)));
+        var wait = Math.min(8000, 400 * Math.pow(2, failures - 1));
+        window.setTimeout(pump, Math.max(wait, (error && error.after) || 0));
       } else {
         failures = 0;
         notice = "Not saved yet: no answer from the server. Your " + queue.length +

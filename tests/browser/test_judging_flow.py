@@ -325,3 +325,35 @@ def test_guidelines_open_with_g_and_keys_without_javascript(
     plain.locator(".help-toggle").click()
     assert plain.url.split("?")[0].endswith("/keys/")
     assert plain.locator("dl.keys-list").is_visible()
+
+
+def test_a_save_the_server_did_not_confirm_is_sent_again_and_stored_once(
+    live_server, login, assessor_a, campaign
+):
+    work = _work(campaign, assessor_a, docs=3)
+    first = open_items(work).order_by("position").first()
+    page = login(assessor_a)
+    page.goto(_start(live_server, work))
+    _listen(page)
+    failed = []
+
+    def flaky(route):
+        # The first verdict meets a database failure (503), the retry goes through.
+        if route.request.method == "POST" and not failed:
+            failed.append(route.request.post_data)
+            route.fulfill(status=503, headers={"Retry-After": "0"}, body="")
+        else:
+            route.continue_()
+
+    page.route("**/judge/**", flaky)
+    _press(page, "2")
+    _saved(page)
+    assert len(failed) == 1
+    judgment = Judgment.objects.get()
+    assert (judgment.doc_id, judgment.label, judgment.version) == (first.doc_id, 2, 1)
+    _said(page, "Saved: Highly relevant")
+    said = page.evaluate("window.__said")
+    assert said[:2] == [
+        "Not confirmed yet: retrying…",
+        "Saved: Highly relevant — topic 301, 1 of 3",
+    ]
