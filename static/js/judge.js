@@ -151,10 +151,26 @@
       var fresh = card.content.firstElementChild;
       if (old && fresh) { old.replaceWith(document.importNode(fresh, true)); }
       card.remove();
+      guidelinesFor(data.topic);
       topicChanged();
     }
     resetTimer();
     reveal();
+  }
+
+  function guidelinesFor(id) {
+    // The guidelines panel's part for the topic: the new topic's narrative.
+    var part = $("#guidelines .guidelines-topic");
+    var narrative = $("#judge .topic-card .topic-narr p:last-child");
+    if (!part) { return; }
+    part.replaceChildren();
+    if (narrative) {
+      var heading = document.createElement("h3");
+      heading.textContent = "For topic " + id;
+      var text = document.createElement("p");
+      text.textContent = narrative.textContent;
+      part.append(heading, text);
+    }
   }
 
   function topicChanged() {

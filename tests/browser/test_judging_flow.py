@@ -199,6 +199,10 @@ def test_a_topic_break_waits_for_enter_and_label_keys_do_nothing(
     page.keyboard.press("Enter")
     assert page.locator("#judge .doc-view").is_visible()
     assert page.locator(".topic-card h1").inner_text() == "Topic 302 title"
+    # The guidelines panel's topic part follows the new topic too.
+    guidelines = page.locator("#guidelines .guidelines-topic").text_content()
+    assert "For topic 302" in guidelines
+    assert "Relevant documents discuss topic 302." in guidelines
     page.keyboard.press("0")
     _saved(page)
     assert Judgment.objects.filter(topic__topic_id="302").get().label == 0
