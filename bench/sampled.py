@@ -1,7 +1,7 @@
 """Replay benchmark: xinfAP (qrels.sampled) against trec_eval's infAP on stratified samples of
 TREC-COVID round 1, both against AP on the full judgments.
 
-    .venv/bin/python bench/sampled.py [--seeds 20] [--resamples 1000]
+    .venv/bin/python bench/sampled.py [--seeds 10] [--resamples 1000] [--settings NAME,…]
 
 The round-1 qrels (``../shared/data/trec-covid-round1``) are taken as complete truth over the
 pairs they judge: every one of the 143 runs is restricted to its judged documents (order kept),
@@ -40,21 +40,16 @@ from qrels.sampled import SampledEvaluator, pool_sample_qrels, topic_bootstrap  
 
 DATA = ROOT.parent / "shared" / "data" / "trec-covid-round1"
 
+# Restricted to the judged pairs, the runs' ranks are compressed: 23 % of the pool has a best
+# rank of 1, 40 % of at most 2, 53 % of at most 3 and 92 % of at most 10. The strata below
+# sample those top ranks densely and the rest sparsely, at about 10 and 30 % in all,
+# beside uniform samples of the same size.
 SETTINGS = {
     "uniform 10%": [Stratum(1, 1000, 0.1)],
-    "1-10:1, 11-1000:0.05": [Stratum(1, 10, 1.0), Stratum(11, 1000, 0.05)],
+    "1:0.3, 2-1000:0.05": [Stratum(1, 1, 0.3), Stratum(2, 1000, 0.05)],
     "uniform 30%": [Stratum(1, 1000, 0.3)],
-    "1-10:1, 11-50:0.5, 51-1000:0.1": [
-        Stratum(1, 10, 1.0),
-        Stratum(11, 50, 0.5),
-        Stratum(51, 1000, 0.1),
-    ],
-    "1-20:1, 21-1000:0.2": [Stratum(1, 20, 1.0), Stratum(21, 1000, 0.2)],
-    "1-10:1, 11-100:0.3, 101-1000:0.1": [
-        Stratum(1, 10, 1.0),
-        Stratum(11, 100, 0.3),
-        Stratum(101, 1000, 0.1),
-    ],
+    "1:1, 2-1000:0.1": [Stratum(1, 1, 1.0), Stratum(2, 1000, 0.1)],
+    "1-2:0.5, 3-1000:0.15": [Stratum(1, 2, 0.5), Stratum(3, 1000, 0.15)],
 }
 
 
@@ -93,7 +88,7 @@ def ranking(means: dict[str, float]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--settings", help="Comma-separated subset of the settings' names.")
     args = parser.parse_args()

@@ -41,6 +41,7 @@ import math
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import NamedTuple
 
 from campaigns.textfiles import ProblemCollector, check_id, is_skippable, numbered, split_fields
@@ -57,6 +58,8 @@ _EPS_REL = 0.00001
 _EPS_SAMPLED = 0.00003
 
 Run = Mapping[str, Mapping[str, float]]  # topic -> document -> score
+# (document, score) items in score order, ties by document id, both descending when reversed.
+_SCORE_THEN_DOC = itemgetter(1, 0)
 
 
 class SampledPair(NamedTuple):
@@ -274,7 +277,6 @@ class SampledEvaluator:
         relevant_above = [0] * n
         precision_sum = [0.0] * n  # sum of the estimated precisions at relevant documents
         gain = [0.0] * n  # discounted gain of the relevant documents, per stratum
-        cutoffs = set(self.cutoffs)
         relevant_at: dict[int, float] = {}
 
         def relevant_retrieved() -> float:
@@ -284,16 +286,16 @@ class SampledEvaluator:
                 if above[s]
             )
 
-        ordered = sorted(ranking.items(), key=lambda item: (item[1], item[0]), reverse=True)
-        rank = 0
+        ordered = sorted(ranking.items(), key=_SCORE_THEN_DOC, reverse=True)[: self.max_depth]
         pairs = topic.pairs
-        for rank, (doc, _score) in enumerate(ordered[: self.max_depth], start=1):
-            pair = pairs.get(doc)
-            if pair is None:
-                if rank in cutoffs:
-                    relevant_at[rank] = relevant_retrieved()
-                continue
-            s, value = pair
+        # Only pooled documents change the estimates; the others just take up ranks.
+        pooled = [(rank, pairs[doc]) for rank, (doc, _) in enumerate(ordered, 1) if doc in pairs]
+        cutoffs = self.cutoffs  # ascending
+        pending = 0
+        for rank, (s, value) in pooled:
+            while pending < len(cutoffs) and cutoffs[pending] < rank:
+                relevant_at[cutoffs[pending]] = relevant_retrieved()
+                pending += 1
             if value > 0:
                 # The expected precision at this relevant document: itself, plus the estimated
                 # relevant documents above it (outside the pool they count as nonrelevant).
@@ -303,8 +305,6 @@ class SampledEvaluator:
             above[s] += 1
             if value >= 0:
                 sampled_above[s] += 1
-            if rank in cutoffs:
-                relevant_at[rank] = relevant_retrieved()
         retrieved = relevant_retrieved()
 
         estimated = topic.estimated_relevant
