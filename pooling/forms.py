@@ -186,7 +186,7 @@ class BuildPoolForm(forms.Form):
     )
     # judging order (pooling.adaptive)
     judging_order = forms.ChoiceField(
-        label="Judging order",
+        label="Order",
         choices=[
             ("", "Shuffled: each assessor's own seeded order (the static pool)"),
             ("bandit", "Adaptive, bandit: runs that keep finding relevant ones get more turns"),
