@@ -21,6 +21,7 @@ from django.utils import timezone
 from assess.models import Assignment, AssignmentItem, QueueItem
 from campaigns.judgments import Timing, record_judgment
 from campaigns.models import Judgment, RubricVersion, Topic
+from pooling import adaptive
 
 CLAIM_MINUTES = getattr(settings, "POOLJUDGE_CLAIM_MINUTES", 30)
 
@@ -49,14 +50,18 @@ def claim_next(assignment: Assignment) -> AssignmentItem | None:
         doc_id=OuterRef("doc_id"),
     )
     with transaction.atomic():
-        candidate = (
-            QueueItem.objects.select_for_update(skip_locked=True, of=("self",))
-            .filter(pool=assignment.pool, topic__in=assignment.topics.all(), done=False)
-            .filter(Q(claimed_by__isnull=True) | Q(claimed_at__lt=expired))
-            .exclude(Exists(mine))
-            .order_by("replica", "order", "pk")
-            .first()
-        )
+        is_adaptive = adaptive.options(assignment.pool) is not None
+        candidate = adaptive.claim_candidate(assignment, expired=expired) if is_adaptive else None
+        if candidate is None:
+            candidates = (
+                QueueItem.objects.select_for_update(skip_locked=True, of=("self",))
+                .filter(pool=assignment.pool, topic__in=assignment.topics.all(), done=False)
+                .filter(Q(claimed_by__isnull=True) | Q(claimed_at__lt=expired))
+                .exclude(Exists(mine))
+            )
+            if is_adaptive:  # pooling.adaptive chooses the documents; overlap copies stay here
+                candidates = candidates.filter(replica__gt=0)
+            candidate = candidates.order_by("replica", "order", "pk").first()
         if candidate is None:
             return None
         previous = candidate.claimed_by_id

@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 from django_htmx.http import push_url
 
+from assess.answer import acknowledgement, label_name, respond, upcoming_state
 from assess.judging import (
     ItemTakenAway,
     mark_served,
@@ -30,6 +31,7 @@ from assess.judging import (
     submit,
 )
 from assess.models import Assignment, AssignmentItem
+from assess.screen import document_html, screen_context
 from campaigns.access import ASSESSOR, get_campaign_for
 from campaigns.judgments import InvalidLabel, StaleJudgment, SubmissionReused, Timing
 from campaigns.models import Assessor, Document, Label, RubricVersion
@@ -110,13 +112,25 @@ def start(request: HttpRequest, slug: str, token: str) -> HttpResponse:
 
 
 def _done_context(assignment: Assignment) -> dict:
+    from assess.revise import topic_links
+
     topics = progress(assignment)
+    last = (
+        assignment.items.filter(judgment__isnull=False).order_by("-position").only("token").first()
+    )
     return {
         "campaign": assignment.campaign,
         "assignment": assignment,
         "topics": topics,
         "judged": sum(t.judged for t in topics),
+        # Where to revise: per topic, the assessor's judged documents; `[` opens the last one.
+        "revise_links": topic_links(assignment, progress=topics),
+        "last_url": _judge_url(assignment, last) if last else "",
     }
+
+
+def _judge_url(assignment: Assignment, item: AssignmentItem) -> str:
+    return reverse("assess:judge", args=[assignment.campaign.slug, assignment.token, item.token])
 
 
 def _served_token(item: AssignmentItem) -> str:
@@ -173,15 +187,21 @@ def _panel_context(assignment: Assignment, item: AssignmentItem, **extra) -> dic
     }
     upcoming = None
     if candidate is not None:
-        upcoming = {"item": candidate, "document": documents.get(candidate.doc_id)}
+        upcoming = upcoming_state(
+            assignment, candidate, documents.get(candidate.doc_id), after=item
+        )
     topic_progress = progress(assignment, topic=item.topic)
     mark_served(item)
+    document = documents.get(item.doc_id)
     return {
         "campaign": campaign,
         "assignment": assignment,
         "item": item,
         "topic": item.topic,
-        "document": documents.get(item.doc_id),
+        "document": document,
+        "document_body": document_html(document.body_html, topic=item.topic, campaign=campaign)
+        if document
+        else "",
         "judgment": judgment,
         "rubric": rubric,
         "labels": labels,
@@ -190,6 +210,7 @@ def _panel_context(assignment: Assignment, item: AssignmentItem, **extra) -> dic
         "upcoming": upcoming,
         "submission_id": uuid.uuid4(),
         "served": _served_token(item),
+        **screen_context(assignment=assignment, item=item, labels=labels),
         **extra,
     }
 
@@ -276,7 +297,7 @@ def _judge_post(request: HttpRequest, assignment: Assignment, current: Assignmen
         context = _panel_context(assignment, current, error="That label is not on the scale.")
         return _render_panel(request, context, status=400)
     try:
-        submit(
+        judgment, _ = submit(
             item=current,
             label=label,
             rubric_version=rubric,
@@ -298,8 +319,26 @@ def _judge_post(request: HttpRequest, assignment: Assignment, current: Assignmen
         return _render_panel(request, context, status=400)
     except StaleJudgment as exc:
         current.judgment = exc.current
-        context = _panel_context(assignment, current, conflict=exc.current, attempted=label)
+        context = _panel_context(
+            assignment,
+            current,
+            conflict=exc.current,
+            attempted=label,
+            conflict_name=label_name(labels, exc.current.label),
+            attempted_name=label_name(labels, label),
+        )
         return _render_panel(request, context, status=409)
     except ItemTakenAway as exc:
         return _after_verdict(request, assignment, current.position, error=str(exc))
+    if request.htmx:
+        # The page's script: only what changed (assess/answer.py).
+        kind = "revised" if judgment.version > 1 else "saved"
+        ack = acknowledgement(
+            assignment=assignment,
+            item=current,
+            kind=kind,
+            name=label_name(labels, judgment.label),
+            version=judgment.version,
+        )
+        return respond(request, assignment, current, ack)
     return _after_verdict(request, assignment, current.position)

@@ -163,6 +163,8 @@ class Pool(models.Model):
             text += ", file rank order"
         if self.is_residual:
             text += ", residual"
+        if p.get("adjudication"):
+            text += f", adaptive {p['adjudication']['order']} order"
         return text
 
 
@@ -192,3 +194,24 @@ class PoolEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.topic_id} {self.doc_id}"
+
+
+class AdaptiveTopic(models.Model):
+    """One topic of a pool judged in adaptive order (pooling.adaptive): what the order has to
+    remember beyond the judgments themselves. Locked (``SELECT … FOR UPDATE``) while the topic's
+    next document is chosen, so concurrent assessors are served one after another."""
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="adaptive_topics")
+    topic = models.ForeignKey(Topic, on_delete=models.PROTECT, related_name="+")
+    # doc id -> run key whose turn chose it (move-to-front and pulled credit need it; assessors
+    # never see it).
+    chosen_by = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["pool", "topic"], name="adaptive_topic_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pool_id}/{self.topic_id}"

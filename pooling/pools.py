@@ -23,7 +23,8 @@ from django.utils import timezone
 import pooljudge
 from campaigns import jobs
 from campaigns.models import Campaign, Judgment, Topic
-from pooling import strategies
+from pooling import adaptive, strategies
+from pooling.adjudication import AdjudicationError
 from pooling.models import Pool, PoolEntry, Run, RunTopic
 
 ProgressFn = Callable[[int, int | None, str], None]
@@ -205,6 +206,12 @@ def normalise_params(strategy: str, params: dict[str, Any], runs: Sequence[Run])
             clean["p"], clean["aggregate"] = p, aggregate
     else:
         raise PoolDefinitionError(f"Unknown strategy {strategy!r}.")
+    try:
+        judging_order = adaptive.normalise(params.get("adjudication"))
+    except AdjudicationError as exc:
+        raise PoolDefinitionError(str(exc)) from None
+    if judging_order is not None:
+        clean["adjudication"] = judging_order
     return clean
 
 

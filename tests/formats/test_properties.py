@@ -78,7 +78,9 @@ def assert_well_formed(error: ParseError, line_count: int | None = None) -> None
 
 # --- Strategies ---------------------------------------------------------------------------------
 
-ID_CHARS = "0123456789abcXYZ-_.:/"
+# "." with capitals makes ids that look like SMART markers (".X"), "{" ones that start like JSON:
+# an id's shape must never decide how a file is read (issue 21).
+ID_CHARS = "0123456789abcXYZ-_.:/{"
 ids = st.text(ID_CHARS, min_size=1, max_size=12)
 leading_zero_ids = st.builds(lambda zeros, rest: "0" * zeros + rest, st.integers(0, 3), ids)
 WORD_CHARS = "abcdefghijklmnopqrstuvwxyzABC0123456789.,;!?'()-"

@@ -361,3 +361,9 @@ def test_when_structure_cannot_tell_the_topics_format_it_asks():
         parse_topics([".I 1\tone", "plain words"])
     with pytest.raises(ParseError, match="starts like a JSON object but is not one"):
         parse_topics(['{"id": 1,\t', "x"])
+
+
+def test_a_tsv_topic_that_mentions_a_trec_tag_is_tsv():
+    # Tabs make it a TSV line; "<num>" in its title no longer makes the file TREC SGML.
+    assert parse_topics(["7\tthe <num> element"]) == [TopicRecord("7", "the <num> element", line=1)]
+    assert guess_topic_format(["<num> 301", "<title> x"]) == "trec"
