@@ -6,7 +6,10 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint install install-dev clean-venv
+FUZZ_EXAMPLES ?= 20000
+FUZZ_SEED ?=
+
+.PHONY: run test fuzz lint install install-dev clean-venv
 
 run: $(VENV)/.installed
 	$(BIN)/python manage.py migrate --noinput
@@ -16,6 +19,15 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/pytest
+
+# The property tests only, with a fresh random seed (or FUZZ_SEED=N to replay a run) and
+# FUZZ_EXAMPLES examples per parser property; `make test` always draws the same examples. A
+# falsifying example is printed as an @example(...) line to paste above its test.
+fuzz: $(VENV)/.installed-dev
+	@seed="$(FUZZ_SEED)"; [ -n "$$seed" ] || seed=$$($(BIN)/python -c 'import secrets; print(secrets.randbelow(2**32))'); \
+	echo "make fuzz: $(FUZZ_EXAMPLES) examples per parser property, seed $$seed (replay: make fuzz FUZZ_SEED=$$seed FUZZ_EXAMPLES=$(FUZZ_EXAMPLES))"; \
+	HYPOTHESIS_PROFILE=fuzz HYPOTHESIS_EXAMPLES=$(FUZZ_EXAMPLES) HYPOTHESIS_ROUNDTRIP_EXAMPLES=$(FUZZ_EXAMPLES) \
+	$(BIN)/pytest -p no:cacheprovider -m hypothesis --hypothesis-seed=$$seed --durations=0 --durations-min=1 $(FUZZ_ARGS)
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

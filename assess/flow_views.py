@@ -4,8 +4,8 @@ the list of their judged documents per topic (to revise one), and the keys page.
 Every object is reached through the assignment of the logged-in assessor
 (``_get_assignment_for_user``: 404 for anyone else) and opaque tokens. Nothing here shows runs,
 ranks, scores, strata or another assessor's labels: only the assessor's own verdicts. Without
-JavaScript every action is a link or a form that redirects; with htmx, skip and next answer with
-a client redirect until the judging screen's slim answer carries them (docs/judging-protocol.md).
+JavaScript every action is a link or a form that redirects; the judging screen's script gets the
+same slim answer for a skip as for a verdict (assess/answer.py), and a client redirect for next.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from assess import views
+from assess.answer import acknowledgement, respond
 from assess.keys import screen_keys
 from assess.models import Assignment, AssignmentItem
 from assess.revise import PAGE_SIZE, judge_url, judged_items, judged_rows
@@ -58,9 +60,25 @@ def skip_document(request: HttpRequest, slug: str, token: str, item: str) -> Htt
     try:
         outcome = skip(item=current, submission_id=submission_id)
     except SkipRefused as refused:
+        if request.htmx:
+            # The page goes back to this document and says why; nothing moved.
+            context = views._panel_context(assignment, current, error=str(refused))
+            return render(request, "assess/judge.html#panel", context, status=409)
         messages.warning(request, str(refused))
         back = judge_url(assignment, current) if current.judgment_id else _start_url(assignment)
         return _go(request, back)
+    if request.htmx:
+        # The page's script: only what changed (assess/answer.py); when the page has no document
+        # to show, the one that followed the skipped one (or the skipped one, if it is alone).
+        kind = "kept" if outcome.recorded and not outcome.moved else "skipped"
+        ack = acknowledgement(assignment=assignment, item=current, kind=kind)
+        return respond(
+            request,
+            assignment,
+            current,
+            ack,
+            fallback=lambda: next_after_skip(assignment=assignment, skip=outcome.skip),
+        )
     if not outcome.moved and outcome.recorded:
         messages.info(
             request,

@@ -21,6 +21,7 @@ from django.utils import timezone
 from assess.models import Assignment, AssignmentItem, QueueItem
 from campaigns.judgments import Timing, record_judgment
 from campaigns.models import Judgment, RubricVersion, Topic
+from pooling import adaptive
 
 CLAIM_MINUTES = getattr(settings, "POOLJUDGE_CLAIM_MINUTES", 30)
 
@@ -49,14 +50,18 @@ def claim_next(assignment: Assignment) -> AssignmentItem | None:
         doc_id=OuterRef("doc_id"),
     )
     with transaction.atomic():
-        candidate = (
-            QueueItem.objects.select_for_update(skip_locked=True)
-            .filter(pool=assignment.pool, topic__in=assignment.topics.all(), done=False)
-            .filter(Q(claimed_by__isnull=True) | Q(claimed_at__lt=expired))
-            .exclude(Exists(mine))
-            .order_by("replica", "order", "pk")
-            .first()
-        )
+        is_adaptive = adaptive.options(assignment.pool) is not None
+        candidate = adaptive.claim_candidate(assignment, expired=expired) if is_adaptive else None
+        if candidate is None:
+            candidates = (
+                QueueItem.objects.select_for_update(skip_locked=True, of=("self",))
+                .filter(pool=assignment.pool, topic__in=assignment.topics.all(), done=False)
+                .filter(Q(claimed_by__isnull=True) | Q(claimed_at__lt=expired))
+                .exclude(Exists(mine))
+            )
+            if is_adaptive:  # pooling.adaptive chooses the documents; overlap copies stay here
+                candidates = candidates.filter(replica__gt=0)
+            candidate = candidates.order_by("replica", "order", "pk").first()
         if candidate is None:
             return None
         previous = candidate.claimed_by_id
@@ -161,6 +166,17 @@ def progress(assignment: Assignment, *, topic: Topic | None = None) -> list[Topi
     return [TopicProgress(t, judged.get(t.pk, 0), totals.get(t.pk, 0)) for t in topics]
 
 
+class ItemTakenAway(Exception):
+    """The item is no longer this assessor's to judge: its topic was moved to someone else, its
+    assignment ended, or another assessor took its queue claim, since the page was shown."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "This document was moved to another assessor (or your assignment ended) since the "
+            "page was shown: your verdict on it was not saved."
+        )
+
+
 def submit(
     *,
     item: AssignmentItem,
@@ -175,8 +191,20 @@ def submit(
     check_label: bool = True,
 ) -> tuple[Judgment, bool]:
     """Record the verdict for ``item`` (see campaigns.judgments.record_judgment) and mark the
-    item, and its queue entry, judged."""
+    item, and its queue entry, judged. Raises ItemTakenAway (nothing stored) when the item was
+    withdrawn from its assessor since it was loaded."""
     with transaction.atomic():
+        # Re-checked inside the write, with the item's row locked: a reassignment or a lost
+        # queue claim that commits first is seen here (withdrawn); one that starts later waits
+        # for this transaction's lock on the row.
+        still_ours = (
+            AssignmentItem.objects.select_for_update(of=("self",))
+            .filter(pk=item.pk, withdrawn=False, assignment__assessor=item.assignment.assessor_id)
+            .order_by()
+            .values_list("pk", flat=True)
+        )
+        if not still_ours:
+            raise ItemTakenAway()
         judgment, recorded = record_judgment(
             check_label=check_label,
             assessor=item.assignment.assessor,

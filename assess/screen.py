@@ -48,9 +48,12 @@ def screen_context(
     """Context for the judging template: the flow's URLs, the keys, and the campaign's switches
     (``topic_breaks``, ``highlight_terms``). Reads only objects the view already holds."""
     campaign = assignment.campaign
+    keys = screen_keys(campaign=campaign, labels=labels)
     return {
         **flow_urls(assignment, item),
-        "screen_keys": screen_keys(campaign=campaign, labels=labels),
+        "screen_keys": keys,
+        # The key of each command on this screen ("" when a label took its letter).
+        "command_keys": {row.command: row.key for row in keys if row.command != "label"},
         "topic_breaks": campaign.topic_breaks,
         "highlight_terms": campaign.highlight_terms,
     }

@@ -13,19 +13,43 @@ from datetime import UTC, datetime
 
 from django.contrib.auth.decorators import login_required
 from django.core import signing
+from django.db import DatabaseError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 from django_htmx.http import push_url
 
-from assess.judging import mark_served, neighbour, next_item, open_items, progress, submit
+from assess.answer import acknowledgement, label_name, respond, upcoming_state
+from assess.judging import (
+    ItemTakenAway,
+    mark_served,
+    neighbour,
+    next_item,
+    open_items,
+    progress,
+    submit,
+)
 from assess.models import Assignment, AssignmentItem
+from assess.screen import document_html, screen_context
 from campaigns.access import ASSESSOR, get_campaign_for
-from campaigns.judgments import InvalidLabel, StaleJudgment, Timing
+from campaigns.judgments import InvalidLabel, StaleJudgment, SubmissionReused, Timing
 from campaigns.models import Assessor, Document, Label, RubricVersion
 
 SERVED_SALT = "pooljudge.served"
+# Seconds the page waits before sending a verdict again after the database failed to answer.
+RETRY_AFTER = 2
+# The fields a verdict is sent with: the retry answer re-sends exactly these.
+VERDICT_FIELDS = (
+    "submission",
+    "version",
+    "served",
+    "active_ms",
+    "label",
+    "note",
+    "unsure",
+    "unreadable",
+)
 # Longer than this on one document counts as "left open", not as time spent judging.
 MAX_SECONDS_ON_SCREEN = 6 * 3600
 
@@ -88,13 +112,25 @@ def start(request: HttpRequest, slug: str, token: str) -> HttpResponse:
 
 
 def _done_context(assignment: Assignment) -> dict:
+    from assess.revise import topic_links
+
     topics = progress(assignment)
+    last = (
+        assignment.items.filter(judgment__isnull=False).order_by("-position").only("token").first()
+    )
     return {
         "campaign": assignment.campaign,
         "assignment": assignment,
         "topics": topics,
         "judged": sum(t.judged for t in topics),
+        # Where to revise: per topic, the assessor's judged documents; `[` opens the last one.
+        "revise_links": topic_links(assignment, progress=topics),
+        "last_url": _judge_url(assignment, last) if last else "",
     }
+
+
+def _judge_url(assignment: Assignment, item: AssignmentItem) -> str:
+    return reverse("assess:judge", args=[assignment.campaign.slug, assignment.token, item.token])
 
 
 def _served_token(item: AssignmentItem) -> str:
@@ -151,15 +187,21 @@ def _panel_context(assignment: Assignment, item: AssignmentItem, **extra) -> dic
     }
     upcoming = None
     if candidate is not None:
-        upcoming = {"item": candidate, "document": documents.get(candidate.doc_id)}
+        upcoming = upcoming_state(
+            assignment, candidate, documents.get(candidate.doc_id), after=item
+        )
     topic_progress = progress(assignment, topic=item.topic)
     mark_served(item)
+    document = documents.get(item.doc_id)
     return {
         "campaign": campaign,
         "assignment": assignment,
         "item": item,
         "topic": item.topic,
-        "document": documents.get(item.doc_id),
+        "document": document,
+        "document_body": document_html(document.body_html, topic=item.topic, campaign=campaign)
+        if document
+        else "",
         "judgment": judgment,
         "rubric": rubric,
         "labels": labels,
@@ -168,6 +210,7 @@ def _panel_context(assignment: Assignment, item: AssignmentItem, **extra) -> dic
         "upcoming": upcoming,
         "submission_id": uuid.uuid4(),
         "served": _served_token(item),
+        **screen_context(assignment=assignment, item=item, labels=labels),
         **extra,
     }
 
@@ -187,6 +230,61 @@ def judge(request: HttpRequest, slug: str, token: str, item: str) -> HttpRespons
             return redirect("assess:start", slug=slug, token=token)
         return _render_panel(request, _panel_context(assignment, current))
 
+    try:
+        return _judge_post(request, assignment, current)
+    except DatabaseError:
+        # The database went away mid-request (a killed backend, a failover). Whether the verdict
+        # was stored is unknown here, so the answer says so and carries the same submission id:
+        # sent again, it is stored once, or answered with the verdict already stored.
+        return _retry_answer(request, assignment, current)
+
+
+def _retry_answer(request: HttpRequest, assignment: Assignment, item: AssignmentItem):
+    fields = [(name, request.POST.get(name)) for name in VERDICT_FIELDS]
+    response = render(
+        request,
+        "assess/retry.html#retry" if request.htmx else "assess/retry.html",
+        {
+            "campaign": assignment.campaign,
+            "action": reverse(
+                "assess:judge", args=[assignment.campaign.slug, assignment.token, item.token]
+            ),
+            "fields": [(name, value) for name, value in fields if value is not None],
+            "retry_after": RETRY_AFTER,
+        },
+        status=503,
+    )
+    response["Retry-After"] = str(RETRY_AFTER)
+    return response
+
+
+def _after_verdict(request: HttpRequest, assignment: Assignment, after: int, **extra):
+    """The answer once a verdict is settled: the next document, or the finished page."""
+    slug, token = assignment.campaign.slug, assignment.token
+    following = next_item(assignment, after=after)
+    status = 409 if extra.get("error") else 200
+    if following is None:
+        if request.htmx:
+            response = render(
+                request,
+                "assess/done.html#finished",
+                {**_done_context(assignment), **extra},
+                status=status,
+            )
+            return push_url(response, reverse("assess:start", args=[slug, token]))
+        if extra:
+            return render(
+                request, "assess/done.html", {**_done_context(assignment), **extra}, status=status
+            )
+        return redirect("assess:start", slug=slug, token=token)
+    url = reverse("assess:judge", args=[slug, token, following.token])
+    if not request.htmx and not extra:
+        return redirect(url)
+    response = _render_panel(request, _panel_context(assignment, following, **extra), status=status)
+    return push_url(response, url) if request.htmx else response
+
+
+def _judge_post(request: HttpRequest, assignment: Assignment, current: AssignmentItem):
     rubric, labels = _rubric(assignment)
     try:
         label = int(request.POST.get("label", ""))
@@ -199,7 +297,7 @@ def judge(request: HttpRequest, slug: str, token: str, item: str) -> HttpRespons
         context = _panel_context(assignment, current, error="That label is not on the scale.")
         return _render_panel(request, context, status=400)
     try:
-        submit(
+        judgment, _ = submit(
             item=current,
             label=label,
             rubric_version=rubric,
@@ -214,18 +312,33 @@ def judge(request: HttpRequest, slug: str, token: str, item: str) -> HttpRespons
     except InvalidLabel:
         context = _panel_context(assignment, current, error="That label is not on the scale.")
         return _render_panel(request, context, status=400)
+    except SubmissionReused as exc:
+        context = _panel_context(
+            assignment, current, error=f"{exc} Nothing was saved: choose again."
+        )
+        return _render_panel(request, context, status=400)
     except StaleJudgment as exc:
         current.judgment = exc.current
-        context = _panel_context(assignment, current, conflict=exc.current, attempted=label)
+        context = _panel_context(
+            assignment,
+            current,
+            conflict=exc.current,
+            attempted=label,
+            conflict_name=label_name(labels, exc.current.label),
+            attempted_name=label_name(labels, label),
+        )
         return _render_panel(request, context, status=409)
-    following = next_item(assignment, after=current.position)
-    if following is None:
-        if request.htmx:
-            response = render(request, "assess/done.html#finished", _done_context(assignment))
-            return push_url(response, reverse("assess:start", args=[slug, token]))
-        return redirect("assess:start", slug=slug, token=token)
-    url = reverse("assess:judge", args=[slug, token, following.token])
-    if not request.htmx:
-        return redirect(url)
-    response = _render_panel(request, _panel_context(assignment, following))
-    return push_url(response, url)
+    except ItemTakenAway as exc:
+        return _after_verdict(request, assignment, current.position, error=str(exc))
+    if request.htmx:
+        # The page's script: only what changed (assess/answer.py).
+        kind = "revised" if judgment.version > 1 else "saved"
+        ack = acknowledgement(
+            assignment=assignment,
+            item=current,
+            kind=kind,
+            name=label_name(labels, judgment.label),
+            version=judgment.version,
+        )
+        return respond(request, assignment, current, ack)
+    return _after_verdict(request, assignment, current.position)

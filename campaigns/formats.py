@@ -76,56 +76,92 @@ def collapse(text: str) -> str:
 
 
 # --- Guessing the format ------------------------------------------------------------------------
+# Structure decides first: markup, a line that parses as a JSON object, tab-separated columns.
+# What an id happens to look like (".X", "{a") only breaks a tie that the structure leaves open,
+# and a tie that stays open is refused with a request to choose the format.
 
-_SMART_MARKER = re.compile(r"\.[A-Z](?:\s|$)")
+
+def _content_lines(lines: Iterable[str]) -> list[str]:
+    """The lines that are not blank or # comments, as given (a leading tab is a TSV column)."""
+    return [line for line in lines if not is_skippable(line)]
 
 
-def _first_content_line(lines: Iterable[str]) -> str | None:
-    for line in lines:
-        if not is_skippable(line):
-            return line.lstrip()  # trailing tabs matter: "d1\t" is a TSV line
-    return None
+def _is_json_object(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
+def _cannot_tell(what: str, formats: tuple[str, ...], source: str, why: str = "") -> ParseError:
+    return ParseError.single(
+        source,
+        None,
+        f"cannot tell the {what} format from the first lines{why}; choose one of "
+        + ", ".join(formats),
+    )
+
+
+def _guess_plain_format(
+    content: list[str], what: str, formats: tuple[str, ...], source: str
+) -> str:
+    """jsonl, tsv or smart for content lines that are not SGML; ParseError when it cannot tell."""
+    first = content[0].lstrip()
+    tabbed = "\t" in content[0]
+    every_line_tabbed = all("\t" in line for line in content)
+    if first.startswith("{"):
+        if _is_json_object(first) or not tabbed:
+            return "jsonl"  # a broken JSON line is best reported as JSON
+        if every_line_tabbed:
+            return "tsv"  # an id such as "{a" in a tab-separated file
+        raise _cannot_tell(
+            what,
+            formats,
+            source,
+            ": the first line starts like a JSON object but is not one, and has tabs like TSV",
+        )
+    marker = _smart_marker(first)
+    if marker is not None:
+        if not tabbed:
+            return "smart"
+        if every_line_tabbed:
+            return "tsv"  # an id such as ".X" in a tab-separated file
+        if any(_smart_marker(line) and "\t" not in line for line in content[1:]):
+            return "smart"  # SMART field lines (".W") have no tabs
+        raise _cannot_tell(
+            what,
+            formats,
+            source,
+            f": the first line could start a SMART record (.{marker}) or be a TSV line (it has "
+            "tabs)",
+        )
+    if tabbed:
+        return "tsv"
+    raise _cannot_tell(what, formats, source)
 
 
 def guess_topic_format(lines: Sequence[str], *, source: str = "<topics>") -> str:
-    """The topics format, from the first line with content; ParseError if it cannot tell."""
-    first = _first_content_line(lines)
-    if first is not None:
-        lowered = first.lower()
-        if lowered.startswith(("<top", "<?xml", "<!--")) or "<num>" in lowered:
-            return "trec"
-        if first.startswith("{"):
-            return "jsonl"
-        if _SMART_MARKER.match(first):
-            return "smart"
-        if "\t" in first:
-            return "tsv"
-    raise ParseError.single(
-        source,
-        None,
-        "cannot tell the topics format from the first lines; choose one of "
-        + ", ".join(TOPIC_FORMATS),
-    )
+    """The topics format, from the first lines with content; ParseError if it cannot tell."""
+    content = _content_lines(lines)
+    if not content:
+        raise _cannot_tell("topics", TOPIC_FORMATS, source)
+    first = content[0].lstrip()
+    lowered = first.lower()
+    if lowered.startswith(("<top", "<?xml", "<!--", "<num>")) or (
+        "<num>" in lowered and "\t" not in first
+    ):
+        return "trec"
+    return _guess_plain_format(content, "topics", TOPIC_FORMATS, source)
 
 
 def guess_document_format(head_lines: Sequence[str], *, source: str = "<documents>") -> str:
-    """The documents format, from the first line with content; ParseError if it cannot tell."""
-    first = _first_content_line(head_lines)
-    if first is not None:
-        if _DOC_START.match(first):
-            return "trec"
-        if first.startswith("{"):
-            return "jsonl"
-        if _SMART_MARKER.match(first):
-            return "smart"
-        if "\t" in first:
-            return "tsv"
-    raise ParseError.single(
-        source,
-        None,
-        "cannot tell the documents format from the first lines; choose one of "
-        + ", ".join(DOCUMENT_FORMATS),
-    )
+    """The documents format, from the first lines with content; ParseError if it cannot tell."""
+    content = _content_lines(head_lines)
+    if not content:
+        raise _cannot_tell("documents", DOCUMENT_FORMATS, source)
+    if _DOC_START.match(content[0].lstrip()):
+        return "trec"
+    return _guess_plain_format(content, "documents", DOCUMENT_FORMATS, source)
 
 
 def _refuse_empty(pairs: Sequence[tuple[int, str]], source: str) -> None:

@@ -31,6 +31,35 @@ class InvalidLabel(ValueError):
     pass
 
 
+class SubmissionReused(ValueError):
+    """The form's one-time submission id was already used for another (assessor, document):
+    replaying it must not make a second document look judged."""
+
+    def __init__(self) -> None:
+        super().__init__("This form was already used for another document.")
+
+
+def _stored(submission_id: uuid.UUID, *, assessor: Assessor, topic: Topic, doc_id: str):
+    """The judgment this submission already recorded, or None. A submission id is bound to the
+    (assessor, topic, document) it was first used for: found on any other, it is refused."""
+    done = (
+        JudgmentRevision.objects.filter(submission_id=submission_id)
+        .select_related("judgment")
+        .order_by()
+        .first()
+    )
+    if done is None:
+        return None
+    judgment = done.judgment
+    if (judgment.assessor_id, judgment.topic_id, judgment.doc_id) != (
+        assessor.pk,
+        topic.pk,
+        doc_id,
+    ):
+        raise SubmissionReused()
+    return judgment
+
+
 @dataclass(frozen=True)
 class Timing:
     served_at: datetime | None = None
@@ -56,7 +85,8 @@ def record_judgment(
 ) -> tuple[Judgment, bool]:
     """Store ``label`` as ``assessor``'s verdict on (topic, doc_id).
 
-    Returns (judgment, recorded): recorded is False when this submission was already stored.
+    Returns (judgment, recorded): recorded is False when this submission was already stored
+    (for this pair; used on another pair it raises SubmissionReused).
     ``expected_version`` is the judgment's version when the form was shown (0: not judged yet);
     None skips the check. Raises StaleJudgment when it no longer matches, InvalidLabel when the
     label is not on the rubric shown (unless the caller checked it: ``check_label`` False)."""
@@ -67,15 +97,19 @@ def record_judgment(
     ):
         raise InvalidLabel(f"{label} is not a label of rubric version {rubric_version.number}.")
     if submission_id is not None:
-        done = JudgmentRevision.objects.filter(submission_id=submission_id).first()
+        done = _stored(submission_id, assessor=assessor, topic=topic, doc_id=doc_id)
         if done is not None:
-            return done.judgment, False
+            return done, False
     now = timezone.now()
     try:
         with transaction.atomic():
             judgment = (
-                Judgment.objects.select_for_update()
+                # of=("self",) and no ordering: the lock takes this judgment's row only, never
+                # the campaign, topic or assessor rows a default-ordering join would drag in
+                # (they would serialise every assessor of the campaign behind one revision).
+                Judgment.objects.select_for_update(of=("self",))
                 .filter(assessor=assessor, topic=topic, doc_id=doc_id)
+                .order_by()
                 .first()
             )
             if judgment is None:
@@ -125,12 +159,14 @@ def record_judgment(
         # a verdict from another tab (then this one is stale). The same submission can also have
         # committed between the check above and the row lock: it is found here, not refused.
         if submission_id is not None:
-            done = JudgmentRevision.objects.filter(submission_id=submission_id).first()
+            done = _stored(submission_id, assessor=assessor, topic=topic, doc_id=doc_id)
             if done is not None:
-                return done.judgment, False
+                return done, False
         if isinstance(exc, StaleJudgment):
             raise
         raise StaleJudgment(
-            Judgment.objects.filter(assessor=assessor, topic=topic, doc_id=doc_id).first()
+            Judgment.objects.filter(assessor=assessor, topic=topic, doc_id=doc_id)
+            .order_by()
+            .first()
         ) from None
     return judgment, True

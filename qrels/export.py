@@ -56,7 +56,7 @@ import pooljudge
 from campaigns.models import Assessor, Campaign, Judgment, RubricVersion
 from pooling.models import Pool, PoolEntry, Run
 from pooljudge.common import RISKY_FIRST, ProgressFn, neutralise, no_progress
-from qrels import agreement
+from qrels import agreement, sampled
 from qrels.formats import write_qrels
 from qrels.policies import (
     LABEL,
@@ -1005,6 +1005,8 @@ def _write_bundle(
         files.append(writer.close(root, f"Qrels of assessor {unescape(display)} alone."))
     files.append(tsv.close(root, "Sidecar: one row per assessor judgment (TSV with a header)."))
     files.append(jsonl.close(root, "Sidecar: the same rows as JSON Lines."))
+    if qrels is not None and s.pool is not None and s.pool.strategy == Pool.Strategy.SAMPLE:
+        files += _sample_eval_files(root, s.pool)
 
     manifest = _manifest(
         s,
@@ -1057,6 +1059,90 @@ def _write_bundle(
         readme=readme,
         counts=counts,
     )
+
+
+def _sample_eval_files(root: Path, pool: Pool) -> list[BundleFile]:
+    """For a stratified sampled pool: ``qrels.sample_eval.txt`` (NIST sample_eval's five
+    columns, the labels of ``qrels.txt`` on the sampled pairs, -1 elsewhere in the pool) and
+    ``sample_eval_strata.tsv`` (each topic's strata: size, sample, judged, inclusion
+    probability). Read back from the qrels.txt just written, so both say the same."""
+    labels: dict[str, dict[str, int]] = {}
+    with (root / "qrels.txt").open(encoding="utf-8") as written:
+        for line in written:
+            topic, _iteration, doc, label = line.split()
+            labels.setdefault(topic, {})[doc] = int(label)
+    entries = list(
+        PoolEntry.objects.filter(pool=pool)
+        .order_by()
+        .values_list("topic__topic_id", "doc_id", "stratum", "sampled", "inclusion_probability")
+    )
+    sample = sampled.pool_sample_qrels((e[:4] for e in entries), labels)
+    strata = (pool.params or {}).get("strata", [])
+    counts: dict[tuple[str, int], list] = {}  # (topic, stratum) -> [pooled, sampled, judged, p]
+    for topic, doc, stratum, in_sample, probability in entries:
+        row = counts.setdefault((topic, stratum), [0, 0, 0, probability])
+        row[0] += 1
+        row[1] += in_sample
+        row[2] += in_sample and sample[topic][doc].label >= 0
+    table = [
+        "topic\tstratum\tfirst_rank\tlast_rank\trate\tpooled\tsampled\tjudged\t"
+        "inclusion_probability\n"
+    ]
+    for (topic, stratum), (pooled, chosen, judged, probability) in sorted(counts.items()):
+        ranks = strata[stratum] if stratum < len(strata) else {}
+        table.append(
+            f"{topic}\t{stratum + 1}\t{ranks.get('first_rank', '')}\t"
+            f"{ranks.get('last_rank', '')}\t{ranks.get('rate', '')}\t{pooled}\t{chosen}\t"
+            f"{judged}\t{probability!r}\n"
+        )
+    made = []
+    for name, lines, description in (
+        (
+            "qrels.sample_eval.txt",
+            list(sampled.format_sample_qrels(sample)),
+            "Qrels for NIST's sample_eval.pl, five fields: topic 0 docid stratum label "
+            "(-1: pooled, not in the sample or not judged yet).",
+        ),
+        (
+            "sample_eval_strata.tsv",
+            table,
+            "The sampled pool's strata per topic: ranks, nominal rate, pooled, sampled and "
+            "judged pairs, inclusion probability (TSV with a header).",
+        ),
+    ):
+        data = "".join(lines).encode()
+        (root / name).write_bytes(data)
+        made.append(
+            BundleFile(
+                path=name,
+                sha256=hashlib.sha256(data).hexdigest(),
+                bytes=len(data),
+                lines=len(lines),
+                description=description,
+            )
+        )
+    return made
+
+
+def _sample_eval_readme(m: dict[str, Any], w: Callable[[str], None]) -> None:
+    if not any(f["path"] == "qrels.sample_eval.txt" for f in m["files"]):
+        return
+    w("### For NIST's sample_eval (stratified sampled pool)\n")
+    w("`qrels.sample_eval.txt`: `topic 0 docid stratum label`, every pair of the sampled pool,")
+    w("with the label of `qrels.txt` for the pairs drawn into the sample and -1 for the others")
+    w("(and for sampled pairs not judged yet: the estimate then treats the judged ones as the")
+    w("sample). Strata are numbered from 1 in the pool's definition. `sample_eval.pl` reads it")
+    w("as is and computes xinfAP and infNDCG (Yilmaz, Kanoulas & Aslam, SIGIR 2008):\n")
+    w("    perl sample_eval.pl -q qrels.sample_eval.txt RUN\n")
+    threshold = m["scale"]["relevance_threshold"]
+    if threshold > 1:
+        maps = " ".join(f"{label}=0" for label in range(1, threshold))
+        w("sample_eval counts labels above 0 relevant; this campaign counts labels from")
+        w(f"{threshold}: add `-G {maps}` (without `-q`, which the script cannot combine with")
+        w("it).\n")
+    w("`sample_eval_strata.tsv` gives, per topic and stratum, its ranks and nominal rate, how")
+    w("many pairs it pooled, sampled and has judged, and the inclusion probability of each of")
+    w("its pairs (sampled / pooled). Pooljudge's evaluation page gives the same figures.\n")
 
 
 def _file_entry(f: BundleFile) -> dict[str, Any]:
@@ -1585,6 +1671,7 @@ def render_readme(manifest: dict[str, Any]) -> str:
                 w(f"- {_md(pair['a'])} / {_md(pair['b'])}: {pair['statement']}")
         w("95% bootstrap intervals and per-topic figures are in `campaign.json`.\n")
 
+    _sample_eval_readme(m, w)
     w("## The sidecar (`judgments.tsv`, `judgments.jsonl`)\n")
     w("One row per assessor judgment (current verdict), imported ones marked by `source`, with")
     w("the `iteration` column of the qrels line they came from (empty for judgments made in")

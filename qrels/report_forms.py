@@ -14,6 +14,7 @@ from qrels.evaluation import MEASURES
 from qrels.formats import CONFLICT_POLICIES
 from qrels.policies import POLICIES, default_policy
 from qrels.runscores import QrelsSource, judging_assessors
+from qrels.sampled import DEFAULT_MEASURES
 
 YES_NO = [("yes", "Included"), ("no", "Left out")]
 # Short enough for a select beside three others; the Export page explains each at length.
@@ -117,7 +118,12 @@ class QrelsSourceForm(forms.Form):
 
 
 class EvaluationForm(QrelsSourceForm):
-    sort = forms.ChoiceField(label="Order by", choices=MEASURE_CHOICES, required=False)
+    # A sampled pool's pairs are scored with the inferred measures (qrels.sampled) too.
+    sort = forms.ChoiceField(
+        label="Order by",
+        choices=MEASURE_CHOICES + [(m, m) for m in DEFAULT_MEASURES if m not in MEASURES],
+        required=False,
+    )
 
     def sort_measure(self) -> str:
         return _choice(self, "sort", MEASURES[0])

@@ -625,6 +625,10 @@ def _evaluation_context(
                 "run": row["run"],
                 "contributor": row["contributor"],
                 "values": [row["mean"][m] for m in measures],
+                # 95 % intervals of the inferred measures, None for the others
+                "values_intervals": [
+                    (row["mean"][m], row.get("intervals", {}).get(m)) for m in measures
+                ],
                 "unjudged": row["unjudged_at_10"],
                 "warn": row["unjudged_at_10"] >= UNJUDGED_WARNING,
                 "topics": row["topics_answered"],

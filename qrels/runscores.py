@@ -30,7 +30,7 @@ from django.db.models import Count, Exists, Max, OuterRef, Q, Sum
 from campaigns.models import Assessor, Campaign, Judgment, Label, Topic
 from pooling.models import Pool, PoolEntry, Run, RunTopic
 from pooljudge.common import ProgressFn, natural_key, no_progress
-from qrels import agreement, evaluation
+from qrels import agreement, evaluation, sampled
 from qrels.policies import POLICIES, campaign_qrels, default_policy, per_assessor_qrels
 
 Qrels = dict[str, dict[str, int]]
@@ -294,12 +294,7 @@ def pool_depth(pool: Pool) -> int | None:
     """The depth to which every run contributed to ``pool``: the depth of a depth pool (the
     default one where runs have their own), the last sampled rank of a stratified sample, and the
     cap of a fusion pool if it has one; None when the pool has no depth."""
-    params = pool.params or {}
-    if pool.strategy == Pool.Strategy.DEPTH:
-        return params.get("depth")
-    if pool.strategy == Pool.Strategy.SAMPLE:
-        return max((s["last_rank"] for s in params.get("strata", [])), default=None)
-    return params.get("depth")
+    return pool.spec.depth
 
 
 def pool_facts(pool: Pool, qrels: Qrels) -> dict[str, Any]:
@@ -315,7 +310,7 @@ def pool_facts(pool: Pool, qrels: Qrels) -> dict[str, Any]:
         "description": pool.describe(),
         "strategy": pool.strategy,
         "depth": pool_depth(pool),
-        "per_run_depths": bool((pool.params or {}).get("depth_per_run")),
+        "per_run_depths": bool(pool.spec.depth_per_run),
         "runs": sorted(pool.runs.values_list("tag", flat=True)),
         "size": size,
         "judged": judged,
@@ -341,7 +336,8 @@ def _check_measures(measures: Sequence[str]) -> list[str]:
     measures = list(measures)
     if not measures:
         raise ValueError("Name at least one measure.")
-    evaluation.trec_eval_measure_names(measures)  # ValueError for an unknown measure
+    # ValueError for an unknown measure
+    evaluation.trec_eval_measure_names([m for m in measures if not sampled.is_inferred(m)])
     if len(set(measures)) != len(measures):
         raise ValueError("A measure is listed twice.")
     return measures
@@ -356,17 +352,33 @@ def evaluation_report(
     campaign: Campaign,
     source: QrelsSource,
     uploaded: Qrels | None = None,
-    measures: Sequence[str] = evaluation.MEASURES,
+    measures: Sequence[str] | None = None,
     progress: ProgressFn = no_progress,
 ) -> dict[str, Any]:
     """Every current run scored against the qrels of ``source`` at the campaign's threshold:
     means over all qrels topics (trec_eval -c), per-topic values, unjudged share of the top 10,
     and the facts a report must state (qrels used, pools, their depth and judged share).
 
+    On the pairs of a stratified sampled pool, the inferred measures of qrels.sampled (xinfAP,
+    infNDCG, iP@k, with 95 % topic-bootstrap intervals in ``runs[i]["intervals"]``) are the
+    default ``measures``; elsewhere trec_eval's (evaluation.MEASURES).
+
     ``runs[i]["per_topic"][topic]`` lists the values in ``measures`` order. Raises ValueError for
-    an unknown measure or an empty qrels (and what :func:`load_qrels` raises)."""
+    an unknown measure, an inferred measure without a sampled pool, or an empty qrels (and what
+    :func:`load_qrels` raises)."""
     started = time.perf_counter()
+    sample_pool = _pool(campaign, source.pool) if source.kind != "upload" else None
+    if sample_pool is not None and sample_pool.strategy != Pool.Strategy.SAMPLE:
+        sample_pool = None
+    if measures is None:
+        measures = sampled.DEFAULT_MEASURES if sample_pool else evaluation.MEASURES
     measures = _check_measures(measures)
+    inferred = [m for m in measures if sampled.is_inferred(m)]
+    if inferred and sample_pool is None:
+        raise ValueError(
+            f"{', '.join(inferred)} estimate from a stratified sample: score the pairs of a "
+            "sampled pool (a pool built with --strategy sample)."
+        )
     progress(0, None, "reading qrels")
     qrels = load_qrels(campaign=campaign, source=source, uploaded=uploaded)
     threshold = campaign.relevance_threshold
@@ -377,27 +389,40 @@ def evaluation_report(
     contributors = {tag for pool in pools for tag in pool.runs.values_list("tag", flat=True)}
     # Batch by batch: memory holds a batch of runs, not every run (a job also reports progress
     # and notices a cancellation between batches).
+    trec_measures = [m for m in measures if m not in inferred]
+    estimator = None
+    if inferred and sample_pool is not None:
+        # At a threshold above 1, labels below it count as nonrelevant (for infNDCG too).
+        estimator = sampled.SampledEvaluator(
+            _sample_qrels(sample_pool, qrels),
+            gains=dict.fromkeys(range(1, threshold), 0),
+            cutoffs=sampled.inferred_cutoffs(inferred),
+        )
     scores: list[evaluation.RunScores] = []
+    estimates: dict[str, sampled.RunEstimates] = {}
     for batch in stored_run_batches(runs=current_runs(campaign), progress=progress):
         scores += evaluation.evaluate_runs(
-            qrels, batch, measures=measures, relevance_threshold=threshold
+            qrels, batch, measures=trec_measures, relevance_threshold=threshold
         )
+        if estimator is not None:
+            estimates |= {name: estimator.evaluate(name, run) for name, run in batch.items()}
     topics = topic_order(campaign, [t for t, labels in qrels.items() if labels])
     campaign_topics = set(campaign.topics.values_list("topic_id", flat=True))
     rows = []
     for s in scores:
-        rows.append(
-            {
-                "run": s.run,
-                "contributor": s.run in contributors,
-                "mean": s.mean,
-                "unjudged_at_10": s.unjudged_at_10,
-                "topics_answered": len(s.per_topic),
-                "per_topic": {
-                    topic: [values[m] for m in measures] for topic, values in s.per_topic.items()
-                },
-            }
-        )
+        row = {
+            "run": s.run,
+            "contributor": s.run in contributors,
+            "mean": s.mean,
+            "unjudged_at_10": s.unjudged_at_10,
+            "topics_answered": len(s.per_topic),
+        }
+        if s.run in estimates:
+            row["intervals"] = _add_inferred(s, estimates[s.run], inferred, topics)
+        row["per_topic"] = {
+            topic: [values[m] for m in measures] for topic, values in s.per_topic.items()
+        }
+        rows.append(row)
     judged_at_10 = [1 - row["unjudged_at_10"] for row in rows if row["topics_answered"]]
     return {
         "report": "evaluation",
@@ -417,8 +442,67 @@ def evaluation_report(
             "lowest": min(judged_at_10) if judged_at_10 else None,
         },
         "runs": rows,
+        "inferred": _inferred_notes(sample_pool, measures),
         "computed_at": _now(),
         "seconds": round(time.perf_counter() - started, 3),
+    }
+
+
+def _sample_qrels(pool: Pool, qrels: Qrels) -> dict[str, dict[str, sampled.SampledPair]]:
+    """sample_eval's qrels of a sampled pool: its strata, and the labels of ``qrels`` on the
+    sampled pairs (qrels.sampled.pool_sample_qrels)."""
+    entries = (
+        PoolEntry.objects.filter(pool=pool)
+        .order_by()
+        .values_list("topic__topic_id", "doc_id", "stratum", "sampled")
+    )
+    return sampled.pool_sample_qrels(entries.iterator(), qrels)
+
+
+def _add_inferred(
+    scores: evaluation.RunScores,
+    estimates: sampled.RunEstimates,
+    measures: Sequence[str],
+    topics: Sequence[str],
+) -> dict[str, list[float] | None]:
+    """Puts the inferred measures into ``scores`` (per topic, and means over all ``topics``, a
+    topic the run missed counting 0, like the other columns) and returns their 95 % intervals."""
+    intervals: dict[str, list[float] | None] = {}
+    for topic, values in estimates.per_topic.items():
+        scores.per_topic.setdefault(topic, {}).update({m: values[m] for m in measures})
+    for measure in measures:
+        per_topic = {t: estimates.per_topic.get(t, {}).get(measure, 0.0) for t in topics}
+        for values in scores.per_topic.values():
+            values.setdefault(measure, 0.0)
+        scores.mean[measure] = sum(per_topic.values()) / len(topics) if topics else 0.0
+        interval = sampled.topic_bootstrap(per_topic)
+        intervals[measure] = [interval.low, interval.high] if interval else None
+    return intervals
+
+
+def _inferred_notes(pool: Pool | None, measures: Sequence[str]) -> dict[str, Any] | None:
+    """Why the inferred measures are there, and a warning for infAP on strata sampled at
+    different rates; None when the pairs are not a sampled pool's."""
+    if pool is None:
+        return None
+    rates = sorted({s.rate for s in pool.spec.strata})
+    warning = ""
+    if "infAP" in measures and len(rates) > 1:
+        warning = (
+            f"infAP assumes one uniform random sample of the pool, but pool v{pool.version} "
+            f"samples its strata at different rates ({', '.join(f'{r:.0%}' for r in rates)}): "
+            "it infers the unjudged documents of the sparse strata from the densely judged ones, "
+            "which biases it. Use xinfAP."
+        )
+    return {
+        "pool": pool.version,
+        "why": (
+            f"Pool v{pool.version} is a stratified sample: xinfAP, infNDCG and iP@k estimate AP, "
+            "nDCG and P@k from it, weighting each stratum by its sampling rate (Yilmaz, "
+            "Kanoulas & Aslam, SIGIR 2008, as NIST's sample_eval computes them); the ranges are "
+            "95 % bootstrap intervals over topics."
+        ),
+        "warning": warning,
     }
 
 
@@ -929,7 +1013,7 @@ def run_report(
             campaign=campaign,
             source=QrelsSource.from_params(options.get("source", {})),
             uploaded=uploaded.get("source"),
-            measures=options.get("measures") or evaluation.MEASURES,
+            measures=options.get("measures") or None,
             progress=progress,
         )
     if report == "stability":

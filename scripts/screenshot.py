@@ -23,6 +23,13 @@ campaign's settings, the highlighting preview and the progress page (with the sk
 
     .venv/bin/python scripts/screenshot.py --demo --user ada --flow pydocs \
         --organiser organiser --width 1440 --height 900 --out docs/screens
+
+--screen SLUG takes the judging screen's own states as OUT/judge-*-WIDTHxHEIGHT.png: judging,
+guidelines open, the topic's list with two skipped documents, a topic break, the revise list and
+(with --organiser, who switches term highlighting on in the settings) highlighting:
+
+    .venv/bin/python scripts/screenshot.py --demo --user grace --screen pydocs --topic 011 \
+        --organiser organiser --width 390 --height 844 --out docs/screens
 """
 
 from __future__ import annotations
@@ -174,6 +181,78 @@ def take_flow(page, args: argparse.Namespace, out: Path) -> None:
 ORGANISER_SHOTS = {"flow-settings", "flow-highlighting", "flow-progress"}
 
 
+def _moved_on(page, token: str) -> None:
+    page.wait_for_function(
+        "token => { const judge = document.querySelector('#judge');"
+        " return !judge || judge.dataset.item !== token"
+        " || !!document.querySelector('.topic-break'); }",
+        arg=token,
+    )
+
+
+def take_screen(page, args: argparse.Namespace, out: Path) -> None:
+    """The judging screen's own states: judging, the guidelines open, two documents skipped (the
+    topic's list with them), a topic break after the topic's last document, the revise list of
+    the finished topic, and (with --organiser, who switches highlighting on) terms marked."""
+    size = f"{args.width}x{args.height}"
+
+    def shot(name: str) -> None:
+        page.wait_for_timeout(250)
+        target = out / f"judge-{name}-{size}.png"
+        page.screenshot(path=str(target), full_page=args.full_page)
+        print(target)
+
+    open_judging(page, args.base, args.screen, args.topic)
+    shot("judging")
+    page.keyboard.press("g")
+    shot("guidelines")
+    page.keyboard.press("g")
+    for key in ("1", "s", "2", "s"):
+        token = page.locator("#judge").get_attribute("data-item")
+        page.keyboard.press(key)
+        _moved_on(page, token)
+    page.wait_for_function("() => document.body.dataset.unsaved === '0'")
+    revise = page.locator('#judge [data-nav="revise"]').get_attribute("href")
+    here = page.url
+    page.goto(f"{args.base}{revise}")
+    shot("skipped")
+    page.goto(here)
+    page.wait_for_selector("#judge[data-item]")
+    for _ in range(200):
+        if page.locator(".topic-break").count():
+            break
+        token = page.locator("#judge").get_attribute("data-item")
+        page.keyboard.press("1")
+        _moved_on(page, token)
+    page.wait_for_function("() => document.body.dataset.unsaved === '0'")
+    shot("topic-break")
+    here = page.url
+    page.goto(f"{args.base}{revise}")
+    shot("revise")
+    if args.organiser:
+        context = page.context.browser.new_context(
+            viewport={"width": args.width, "height": args.height},
+            device_scale_factor=args.scale,
+        )
+        organiser = context.new_page()
+        log_in(organiser, args, args.organiser)
+        organiser.goto(f"{args.base}/c/{args.screen}/settings/")
+        organiser.check("#id_highlight_terms")
+        organiser.locator("form button.primary").first.click()
+        organiser.wait_for_load_state("networkidle")
+        context.close()
+        page.goto(here)
+        page.wait_for_selector("#judge[data-item]")
+        if page.locator(".topic-break").count():
+            page.keyboard.press("Enter")
+        # On a phone the window scrolls: bring the document's title (and its marks) into view.
+        page.evaluate(
+            "() => window.scrollTo(0, document.querySelector('.doc-view .doc-title')"
+            ".getBoundingClientRect().top + window.pageYOffset - 8)"
+        )
+        shot("highlighting")
+
+
 def log_in(page, args: argparse.Namespace, user: str) -> None:
     password = args.password if user == args.user and args.password else None
     password = password or stored_password(args.data_dir, user) or ""
@@ -206,14 +285,17 @@ def main() -> None:
     parser.add_argument(
         "--organiser", metavar="USER", help="with --flow: also the organiser's pages, as USER"
     )
+    parser.add_argument(
+        "--screen", metavar="SLUG", help="the judging screen's states (judge-*-WxH.png)"
+    )
     parser.add_argument("--out", default="var/screens")
     parser.add_argument("--width", type=int, default=1280)
     parser.add_argument("--height", type=int, default=800)
     parser.add_argument("--full-page", action="store_true")
     parser.add_argument("--scale", type=float, default=1.0, help="device scale (2 = 200%% zoom)")
     args = parser.parse_args()
-    if not args.paths and not args.judge and not args.flow:
-        parser.error("give paths to screenshot, or --judge SLUG, or --flow SLUG")
+    if not args.paths and not args.judge and not args.flow and not args.screen:
+        parser.error("give paths to screenshot, or --judge SLUG, --flow SLUG or --screen SLUG")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
@@ -245,6 +327,8 @@ def take(args: argparse.Namespace, out: Path) -> None:
             print(target)
         if args.flow:
             take_flow(page, args, out)
+        if args.screen:
+            take_screen(page, args, out)
         browser.close()
 
 

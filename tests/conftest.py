@@ -4,11 +4,17 @@ With DATABASE_URL and REDIS_URL set (CI always sets them) the suite runs on Post
 marked ``worker`` run their jobs in a separate ``celery worker`` process through Redis. Without
 them, everything runs on SQLite with tasks executed in-process. In CI (CI=true) a missing service
 or browser is an error, never a skip.
+
+Hypothesis runs derandomized, with no example database, unless HYPOTHESIS_PROFILE=fuzz (``make
+fuzz``): the same commit always draws the same examples, so ``make test`` and CI never turn red
+for a bug that an earlier run happened not to draw. Exploring with fresh seeds is ``make fuzz``'s
+job; a falsifying example it finds is printed as an ``@example(...)`` line to pin in the test.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 import uuid
 from pathlib import Path
@@ -17,6 +23,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
+from hypothesis import settings as hypothesis_settings
 
 from campaigns.members import add_member
 from campaigns.models import Campaign, Job
@@ -30,8 +37,33 @@ SHARED_DATA = Path(settings.BASE_DIR).parent / "shared" / "data"
 # A queue of its own per test session: stale messages from an earlier run can never be consumed.
 TEST_QUEUE = f"pooljudge-test-{uuid.uuid4().hex[:8]}"
 
+hypothesis_settings.register_profile("deterministic", derandomize=True, database=None)
+hypothesis_settings.register_profile("fuzz", derandomize=False, database=None)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
+# Hypothesis's report of a failure, "Failing test case: test_name(\n    arg=...,\n)" in the
+# exception's notes ("Falsifying example:" in the report of older versions).
+_FALSIFYING = re.compile(r"^(?:Failing test case|Falsifying example): \w+\((.*?)^\)", re.M | re.S)
+
 if IN_CI and not (HAS_BROKER and settings.DATABASES["default"]["ENGINE"].endswith("postgresql")):
     raise pytest.UsageError("CI=true needs DATABASE_URL (PostgreSQL) and REDIS_URL set.")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Add each falsifying example Hypothesis found to the failure as a line to paste above the
+    test, so that the example is tried on every run from then on."""
+    report = yield
+    texts = [getattr(item, "hypothesis_report_information", "")]
+    errors = [call.excinfo.value] if call.excinfo else []
+    while errors:  # several distinct bugs come as an ExceptionGroup, one note each
+        error = errors.pop()
+        texts += getattr(error, "__notes__", [])
+        errors += getattr(error, "exceptions", [])
+    found = _FALSIFYING.findall("\n".join(texts))
+    if report.failed and found:
+        pins = "\n".join(f"@example({arguments.rstrip()}\n)" for arguments in found)
+        report.sections.append(("Pin it: paste above the test", pins))
+    return report
 
 
 def require(condition: bool, reason: str) -> None:

@@ -71,17 +71,23 @@ class TestSkip:
         last_of_topic = a.items.filter(topic=first.topic).order_by("-position").first()
         assert last_of_topic.pk == first.pk
 
-    def test_with_htmx_a_skip_answers_a_client_redirect(self, client, assessor_a, setup):
+    def test_the_screens_script_gets_the_slim_answer_for_a_skip(self, client, assessor_a, setup):
         client.force_login(assessor_a)
         a = setup["a"]
-        first, second = list(open_items(a).order_by("position")[:2])
+        first, second, third = list(open_items(a).order_by("position")[:3])
         response = client.post(
             _url("skip", a, first.token),
-            {"submission": str(uuid.uuid4())},
+            {"submission": str(uuid.uuid4()), "upcoming": second.token},
             HTTP_HX_REQUEST="true",
         )
         assert response.status_code == 200
-        assert response["HX-Redirect"] == _url("judge", a, second.token)
+        html = response.content.decode()
+        assert 'data-kind="skipped"' in html
+        assert f"Skipped: judge it later — topic {first.topic.topic_id}, 0 of" in html
+        # What comes after the document the page moved on to; no label buttons, no panel.
+        assert f'data-token="{third.token}"' in html
+        assert "label-button" not in html
+        assert 'id="judge"' not in html
 
     def test_a_skip_costs_a_bounded_number_of_queries(
         self, client, assessor_a, setup, django_assert_max_num_queries

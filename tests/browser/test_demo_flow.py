@@ -174,6 +174,8 @@ def test_the_demo_judged_by_two_assessors_agreement_and_export(live_server, log_
         topic, doc_id, label = _judge_shown_document(grace, grace_label)
         assert topic == TOPIC
         grace_judged[doc_id] = label
+    # The next document shows at once; the verdicts are sent behind it, in order.
+    grace.wait_for_function("() => document.body.dataset.unsaved === '0'")
 
     # What the keys recorded: one judgment per document shown, with the label pressed.
     for name, judged in (("ada", ada_judged), ("grace", grace_judged)):

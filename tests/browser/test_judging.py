@@ -27,6 +27,12 @@ def _start(live_server, assignment) -> str:
     return f"{live_server.url}/c/{assignment.campaign.slug}/judge/{assignment.token}/"
 
 
+def _saved(page) -> None:
+    """Wait until the page has sent every verdict it shows as given (they are sent after the
+    next document is already on screen)."""
+    page.wait_for_function("() => document.body.dataset.unsaved === '0'")
+
+
 def _labels() -> list[int]:
     return list(Judgment.objects.order_by("position").values_list("label", flat=True))
 
@@ -45,6 +51,7 @@ def test_an_assessor_judges_five_documents_with_the_keyboard_only(
             "document.querySelector('#judge').dataset.item !== token",
             arg=seen[-1],
         )
+    _saved(page)
     assert _labels() == [2, 1, 0, 2, 1]
     assert len(set(seen)) == 5
     # The URL follows the document, so a reload resumes exactly here.

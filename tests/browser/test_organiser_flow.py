@@ -125,6 +125,8 @@ def test_an_organiser_sets_up_gives_out_work_and_watches_it_move(live_server, lo
             "document.querySelector('#judge').dataset.item !== token",
             arg=item,
         )
+    # The next document shows at once; the verdicts are sent behind it, in order.
+    judge.wait_for_function("() => document.body.dataset.unsaved === '0'")
     assert Judgment.objects.filter(assessor__name="ada").count() == 3
 
     # Within a few polls, without a reload, the organiser sees them.

@@ -366,3 +366,44 @@ def test_it_refuses_a_file_without_documents():
     with pytest.raises(ParseError) as error:
         parse_documents(["", "# nothing"], format="tsv", source="d.tsv")
     assert str(error.value) == "d.tsv: has no documents"
+
+
+# Issue 21: structure (tabs, JSON braces) decides the format before what an id looks like.
+def test_a_tsv_document_whose_first_id_looks_like_a_smart_marker_is_tsv():
+    # The example Hypothesis found on a fresh clone: one TSV document ".X" with an empty body.
+    assert parse_documents([".X\t"]) == [DocumentRecord(".X", "", "", 1)]
+    assert parse_documents([".W\tA title\tthe text", ".I\tsecond"]) == [
+        DocumentRecord(".W", "A title", "the text", 1),
+        DocumentRecord(".I", "", "second", 2),
+    ]
+    assert guess_document_format(["# ids", ".I 7\tseven"]) == "tsv"
+
+
+def test_a_jsonl_document_whose_id_looks_like_a_smart_marker_is_jsonl():
+    lines = [json.dumps({"docid": ".X", "contents": ".W"}), json.dumps({"docid": ".I", "text": ""})]
+    assert [(d.doc_id, d.body) for d in parse_documents(lines)] == [(".X", ".W"), (".I", "")]
+
+
+def test_a_tsv_document_whose_first_id_starts_like_json_is_tsv():
+    assert parse_documents(["{a\tbody"]) == [DocumentRecord("{a", "", "body", 1)]
+    # A broken JSON line without tabs is still JSONL, and its error says so.
+    with pytest.raises(ParseError, match="line 1: is not valid JSON"):
+        parse_documents(['{"docid": "d1", '])
+
+
+def test_a_smart_file_with_a_tab_in_its_first_line_is_still_smart():
+    (doc,) = parse_documents([".I\t12", ".W", "the text"])
+    assert (doc.doc_id, doc.body) == ("12", "the text")
+
+
+def test_when_structure_cannot_tell_it_asks_for_the_format():
+    with pytest.raises(ParseError) as error:
+        parse_documents([".I 1\tone", "plain words"], source="docs.txt")
+    assert str(error.value) == (
+        "docs.txt: cannot tell the documents format from the first lines: the first line could "
+        "start a SMART record (.I) or be a TSV line (it has tabs); choose one of trec, jsonl, "
+        "tsv, smart"
+    )
+    # Told the format, the lines are read as that format (and here line 2 is no TSV line).
+    with pytest.raises(ParseError, match="line 2: has 1 tab-separated column; expected 2"):
+        parse_documents([".I 1\tone", "plain words"], format="tsv")

@@ -343,3 +343,27 @@ def test_it_refuses_a_file_without_topics():
     with pytest.raises(ParseError) as error:
         parse_topics(["# nothing here", ""], format="tsv", source="t.tsv")
     assert str(error.value) == "t.tsv: has no topics"
+
+
+# Issue 21: the topic twin of the TSV document whose first id looks like a SMART marker.
+def test_a_tsv_topic_whose_id_looks_like_a_smart_marker_is_tsv():
+    assert parse_topics([".X\tA title"]) == [TopicRecord(".X", "A title", "", "", 1)]
+    assert [t.topic_id for t in parse_topics([".W\ta\tb\tc", ".I\td"])] == [".W", ".I"]
+    assert parse_topics(["{q\ttitle"]) == [TopicRecord("{q", "title", "", "", 1)]
+
+
+def test_a_smart_topic_file_with_a_tab_in_its_first_line_is_still_smart():
+    assert parse_topics([".I\t3", ".W", "what is it"]) == [TopicRecord("3", "what is it", line=1)]
+
+
+def test_when_structure_cannot_tell_the_topics_format_it_asks():
+    with pytest.raises(ParseError, match=r"could start a SMART record \(\.I\) or be a TSV line"):
+        parse_topics([".I 1\tone", "plain words"])
+    with pytest.raises(ParseError, match="starts like a JSON object but is not one"):
+        parse_topics(['{"id": 1,\t', "x"])
+
+
+def test_a_tsv_topic_that_mentions_a_trec_tag_is_tsv():
+    # Tabs make it a TSV line; "<num>" in its title no longer makes the file TREC SGML.
+    assert parse_topics(["7\tthe <num> element"]) == [TopicRecord("7", "the <num> element", line=1)]
+    assert guess_topic_format(["<num> 301", "<title> x"]) == "trec"

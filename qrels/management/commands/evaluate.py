@@ -20,6 +20,7 @@ from qrels.runscores import (
     ranked,
     stability_report,
 )
+from qrels.sampled import DEFAULT_MEASURES
 
 SHOWN_SWAPS = 20
 
@@ -53,9 +54,9 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--measures",
-            default=",".join(MEASURES),
-            help=f"Comma-separated measures (default {','.join(MEASURES)}); the first orders "
-            "the runs and is the one --compare-with ranks by.",
+            help=f"Comma-separated measures (default {','.join(MEASURES)}; on a stratified "
+            f"sampled --pool, {','.join(DEFAULT_MEASURES)}, with iP@k for any k); the first "
+            "orders the runs and is the one --compare-with ranks by.",
         )
         parser.add_argument(
             "--compare-with",
@@ -96,7 +97,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, slug: str, **options) -> None:
         campaign = get_campaign(slug)
-        measures = [m.strip() for m in options["measures"].split(",") if m.strip()]
+        measures = None
+        if options["measures"]:
+            measures = [m.strip() for m in options["measures"].split(",") if m.strip()]
         uploaded = None
         if options["qrels"]:
             if options["policy"] or options["no_imported"] or options["pool"] is not None:
@@ -132,7 +135,7 @@ class Command(BaseCommand):
                     campaign=campaign,
                     first=source,
                     second=other,
-                    measure=measures[0],
+                    measure=report["measures"][0],
                     common_topics=options["common_topics"],
                     uploaded=uploads,
                 )
@@ -184,9 +187,14 @@ class Command(BaseCommand):
             f"runs best first by {report['measures'][0]}."
         )
         measures = report["measures"]
+        inferred = report.get("inferred")
+        if inferred:
+            out(inferred["why"])
+            if inferred["warning"]:
+                out(f"Warning: {inferred['warning']}")
         rows = [
             [row["run"], f"{row['topics_answered']}"]
-            + [f"{row['mean'][m]:.4f}" for m in measures]
+            + [_value(row, m) for m in measures]
             + [f"{row['unjudged_at_10']:.0%}" + (" !" if row["unjudged_at_10"] >= 0.1 else "")]
             for row in ranked(report["runs"], measures[0])
         ]
@@ -210,3 +218,11 @@ class Command(BaseCommand):
                 out(f"  {a} above {b} under the first, below under the second")
             if comparison["swapped"] > SHOWN_SWAPS:
                 out(f"  … and {comparison['swapped'] - SHOWN_SWAPS:,} more (see --json)")
+
+
+def _value(row: dict, measure: str) -> str:
+    """A mean, with its 95 % interval where the report has one (the inferred measures)."""
+    interval = row.get("intervals", {}).get(measure)
+    if interval is None:
+        return f"{row['mean'][measure]:.4f}"
+    return f"{row['mean'][measure]:.4f} [{interval[0]:.4f}, {interval[1]:.4f}]"

@@ -1,0 +1,97 @@
+"""No campaign-wide lock while judging (issue 13): while one assessor's revision holds its
+transaction open, another assessor's new judgment and queue claim in the same campaign commit
+without waiting. PostgreSQL only: SQLite locks the whole database for any writer."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.db import connection, connections, transaction
+
+from assess.assignments import assign
+from assess.judging import claim_next, next_item
+from tests.factories import judge, small_campaign
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# Longer than any honest commit on a loaded CI machine, far shorter than the revision is held.
+LOCK_TIMEOUT_MS = 3000
+HOLD_SECONDS = 8.0
+
+
+@pytest.fixture
+def postgres():
+    if connection.vendor != "postgresql":
+        pytest.skip("Row locks are a PostgreSQL matter (SQLite serialises every writer).")
+
+
+def _hold_a_revision(item, started: threading.Event, release: threading.Event) -> None:
+    try:
+        with transaction.atomic():
+            judge(item, 2)  # a revision: locks A's judgment row
+            started.set()
+            release.wait(HOLD_SECONDS)
+    finally:
+        connections.close_all()
+
+
+def _timed(work) -> float:
+    """Seconds ``work`` took on a connection of its own that refuses to wait for a lock long."""
+    took: list[float] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
+            begin = time.monotonic()
+            work()
+            took.append(time.monotonic() - begin)
+        except BaseException as exc:  # re-raised in the test thread
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(HOLD_SECONDS + 5)
+    if errors:
+        raise errors[0]
+    return took[0]
+
+
+@pytest.mark.parametrize("second", ["new judgment", "queue claim"])
+def test_a_revision_in_progress_does_not_block_another_assessor(
+    postgres, campaign, assessor_a, assessor_b, second
+):
+    pool = small_campaign(campaign, docs=4)
+    topics = list(campaign.topics.all())
+    if second == "queue claim":
+        # Both draw from one shared queue: the claim touches the very topic being revised.
+        (a,) = assign(
+            campaign=campaign, pool=pool, user=assessor_a, topics=topics, mode="queue", seed=1
+        )
+        (b,) = assign(
+            campaign=campaign, pool=pool, user=assessor_b, topics=topics, mode="queue", seed=2
+        )
+    else:
+        (a,) = assign(campaign=campaign, pool=pool, user=assessor_a, topics=topics[:1], seed=1)
+        (b,) = assign(campaign=campaign, pool=pool, user=assessor_b, topics=topics[1:], seed=2)
+    first = next_item(a)
+    judge(first, 1)
+
+    started, release = threading.Event(), threading.Event()
+    holder = threading.Thread(target=_hold_a_revision, args=(first, started, release))
+    holder.start()
+    try:
+        assert started.wait(10), "the revision never started"
+        if second == "new judgment":
+            took = _timed(lambda: judge(next_item(b), 1))
+        else:
+            took = _timed(lambda: claim_next(b))
+    finally:
+        release.set()
+        holder.join(15)
+    assert took < 1.0, f"{second} waited {took:.2f}s behind another assessor's revision"
