@@ -140,7 +140,7 @@ def fill_agreement() -> None:
         )
         columns = (
             "campaign_id, topic_id, doc_id, assessor_id, label, source, judged_at, "
-            "first_judged_at, note, unreadable, unsure, version"
+            "first_judged_at, note, unreadable, unsure, version, iteration"
         )
         stamp = "2025-03-01 09:00:00+00"
         lines = []
@@ -151,7 +151,7 @@ def fill_agreement() -> None:
             for who, given in ((first, label), (second, other)):
                 lines.append(
                     f"{campaign.pk}\t{topic}\tdoc{i:07d}\t{who.pk}\t{given}\tjudged\t{stamp}\t"
-                    f"{stamp}\t\tf\tf\t1\n"
+                    f"{stamp}\t\tf\tf\t1\t\n"
                 )
         with connection.cursor() as cursor:
             with cursor.cursor.copy(

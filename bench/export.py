@@ -143,7 +143,7 @@ def fill() -> None:
         judgment_columns = (
             "campaign_id, topic_id, doc_id, assessor_id, label, rubric_version_id, source, "
             "position, served_at, judged_at, first_judged_at, seconds_on_screen, active_seconds, "
-            "note, unreadable, unsure, version"
+            "note, unreadable, unsure, version, iteration"
         )
         notes = [
             '=HYPERLINK("http://x")',
@@ -184,7 +184,7 @@ def fill() -> None:
                                 f"{rubric.pk}\tjudged\t{position}\t{stamp}\t{stamp}\t{stamp}\t"
                                 f"{rng.uniform(2, 90):.3f}\t{rng.uniform(1, 60):.3f}\t{note}\t"
                                 f"{'t' if d % 500 == 0 else 'f'}\t{'t' if d % 250 == 0 else 'f'}"
-                                "\t1\n"
+                                "\t1\t\n"
                             )
                     copy.write("".join(lines))
             entry_columns = "pool_id, topic_id, doc_id, provenance, sampled"

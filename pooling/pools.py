@@ -273,45 +273,34 @@ def create_pool(
 # --- Building a pool ------------------------------------------------------------------------------
 
 
-def _read_depth(pool: Pool) -> int | None:
-    p = pool.params
-    if pool.strategy == Pool.Strategy.DEPTH:
-        return max([p["depth"], *p.get("depth_per_run", {}).values()])
-    if pool.strategy == Pool.Strategy.SAMPLE:
-        return max(s["last_rank"] for s in p["strata"])
-    return p.get("depth")
-
-
 def _compute(pool: Pool, runs: strategies.Runs, topic_ids: list[str]) -> strategies.Pool:
-    p = pool.params
-    if pool.strategy == Pool.Strategy.DEPTH:
-        depth: int | dict[str, int] = p["depth"]
-        if p.get("depth_per_run"):
-            depth = {key: p["depth_per_run"].get(key, p["depth"]) for key in runs}
-        return strategies.depth_pool(runs, depth=depth, topics=topic_ids)
-    if pool.strategy == Pool.Strategy.SAMPLE:
-        strata = [strategies.Stratum(**s) for s in p["strata"]]
-        return strategies.sample_pool(runs, strata=strata, seed=pool.seed, topics=topic_ids)
-    if pool.strategy == Pool.Strategy.RRF:
+    spec = pool.spec
+    if spec.strategy == Pool.Strategy.DEPTH:
+        return strategies.depth_pool(runs, depth=spec.run_depths(runs), topics=topic_ids)
+    if spec.strategy == Pool.Strategy.SAMPLE:
+        return strategies.sample_pool(
+            runs, strata=list(spec.strata), seed=spec.seed, topics=topic_ids
+        )
+    if spec.strategy == Pool.Strategy.RRF:
         return strategies.rrf_pool(
-            runs, budget=p["budget"], k=p.get("k", 60), depth=p.get("depth"), topics=topic_ids
+            runs, budget=spec.budget, k=spec.k, depth=spec.base_depth, topics=topic_ids
         )
     return strategies.rbp_pool(
         runs,
-        budget=p["budget"],
-        p=p["p"],
-        aggregate=p["aggregate"],
-        depth=p.get("depth"),
+        budget=spec.budget,
+        p=spec.p,
+        aggregate=spec.aggregate,
+        depth=spec.base_depth,
         topics=topic_ids,
     )
 
 
 def stats_depth(pool: Pool, runs: strategies.Runs) -> int | dict[str, int]:
     """How deep each run counts as "contributing" for the pool's statistics."""
-    p = pool.params
-    if pool.strategy == Pool.Strategy.DEPTH and p.get("depth_per_run"):
-        return {key: p["depth_per_run"].get(key, p["depth"]) for key in runs}
-    depth = _read_depth(pool)
+    spec = pool.spec
+    if spec.strategy == Pool.Strategy.DEPTH and spec.depth_per_run:
+        return spec.run_depths(runs)
+    depth = spec.read_depth
     if depth is None:
         depth = max((len(docs) for topics in runs.values() for docs in topics.values()), default=0)
     return depth
@@ -479,9 +468,8 @@ def build_pool(*, pool: Pool, progress: ProgressFn = no_progress) -> dict[str, A
     topic_ids = [t.topic_id for t in topics]
     topic_pks = {t.topic_id: t.pk for t in topics}
     progress(0, len(topics), "reading runs")
-    runs = ranked_lists(
-        runs_qs, topics=topics, order=pool.params.get("order", "trec_eval"), depth=_read_depth(pool)
-    )
+    spec = pool.spec
+    runs = ranked_lists(runs_qs, topics=topics, order=spec.order, depth=spec.read_depth)
     judged = judged_pairs(pool.campaign)
     relevant = relevant_pairs(pool.campaign)
     progress(0, len(topics), "pooling")

@@ -294,12 +294,7 @@ def pool_depth(pool: Pool) -> int | None:
     """The depth to which every run contributed to ``pool``: the depth of a depth pool (the
     default one where runs have their own), the last sampled rank of a stratified sample, and the
     cap of a fusion pool if it has one; None when the pool has no depth."""
-    params = pool.params or {}
-    if pool.strategy == Pool.Strategy.DEPTH:
-        return params.get("depth")
-    if pool.strategy == Pool.Strategy.SAMPLE:
-        return max((s["last_rank"] for s in params.get("strata", [])), default=None)
-    return params.get("depth")
+    return pool.spec.depth
 
 
 def pool_facts(pool: Pool, qrels: Qrels) -> dict[str, Any]:
@@ -315,7 +310,7 @@ def pool_facts(pool: Pool, qrels: Qrels) -> dict[str, Any]:
         "description": pool.describe(),
         "strategy": pool.strategy,
         "depth": pool_depth(pool),
-        "per_run_depths": bool((pool.params or {}).get("depth_per_run")),
+        "per_run_depths": bool(pool.spec.depth_per_run),
         "runs": sorted(pool.runs.values_list("tag", flat=True)),
         "size": size,
         "judged": judged,
@@ -490,7 +485,7 @@ def _inferred_notes(pool: Pool | None, measures: Sequence[str]) -> dict[str, Any
     different rates; None when the pairs are not a sampled pool's."""
     if pool is None:
         return None
-    rates = sorted({s["rate"] for s in (pool.params or {}).get("strata", [])})
+    rates = sorted({s.rate for s in pool.spec.strata})
     warning = ""
     if "infAP" in measures and len(rates) > 1:
         warning = (
