@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.utils.html import escape
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.safestring import SafeString
 
 from pooling.strategies import PlannerRow
+from pooljudge.common import svg_document
 
 WIDTH, HEIGHT = 640, 340
 TIMES, EN_DASH = "\N{MULTIPLICATION SIGN}", "\N{EN DASH}"
@@ -90,15 +91,9 @@ def _number(value: float) -> str:
 
 
 def _svg(title: str, description: str, body: list[str], *, ident: str, frame: Frame) -> SafeString:
-    head = (
-        f'<svg xmlns="http://www.w3.org/2000/svg" '
-        f'viewBox="0 0 {frame.width_total:g} {frame.height_total:g}" role="img" '
-        f'aria-label="{escape(title)}" aria-describedby="{ident}-desc" class="plot-svg">'
-        f'<title id="{ident}-title">{escape(title)}</title>'
-        f'<desc id="{ident}-desc">{escape(description)}</desc>'
+    return svg_document(
+        title, description, body, ident=ident, width=frame.width_total, height=frame.height_total
     )
-    # Every text in the SVG went through escape().
-    return mark_safe(head + "".join(body) + "</svg>")
 
 
 def _y_axis(frame: Frame, ticks: list[float], to_y, label: str) -> list[str]:
@@ -334,3 +329,74 @@ def progress_plot(bars: Sequence[TopicBar]) -> SafeString | None:
         f"({done} complete), {relevant:,} judged relevant."
     )
     return _svg("Judging progress per topic", description, body, ident="progress-plot", frame=frame)
+
+
+# --- Adaptive orders compared ---------------------------------------------------------------------
+
+ORDER_COLOURS = {"depth": REFERENCE, "random": AXIS, "mtf": OK, "bandit": ACCENT}
+ORDER_NAMES = {
+    "depth": "Depth-k",
+    "random": "Shuffled",
+    "mtf": "Move-to-front",
+    "bandit": "Bandit",
+}
+
+
+def gain_plot(
+    curves: dict[str, Sequence[tuple[int, float]]], *, target: float
+) -> SafeString | None:
+    """Share of the relevant documents found against judgments made (summed over topics), one
+    line per order, with the recall target as a dashed line. None when there is nothing to plot."""
+    curves = {order: points for order, points in curves.items() if points}
+    if not curves:
+        return None
+    frame = Frame(top=36)  # the legend runs in one row above the plot, clear of the curves
+    high_x = max(points[-1][0] for points in curves.values()) or 1
+    x_ticks = nice_ticks(high_x)
+    y_ticks = [0, 25, 50, 75, 100]
+
+    def to_x(value: float) -> float:
+        return frame.left + value / x_ticks[-1] * frame.width
+
+    def to_y(share: float) -> float:
+        return frame.bottom - share * frame.height
+
+    body = _y_axis(frame, y_ticks, lambda tick: to_y(tick / 100), "Relevant found (%)")
+    for tick in x_ticks:
+        x = to_x(tick)
+        body.append(
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{frame.bottom}" y2="{frame.bottom + 5}" '
+            f'stroke="{AXIS}" stroke-width="1"/>'
+            f'<text x="{x:.1f}" y="{frame.bottom + 20}" text-anchor="middle">{_number(tick)}</text>'
+        )
+    body.append(
+        f'<text x="{frame.left + frame.width / 2:.1f}" y="{frame.height_total - 10}" '
+        f'text-anchor="middle" class="axis-label">Judgments (all topics)</text>'
+        f'<line x1="{frame.left}" x2="{frame.right}" y1="{to_y(target):.1f}" '
+        f'y2="{to_y(target):.1f}" stroke="{AXIS}" stroke-width="1" stroke-dasharray="4 4"/>'
+    )
+    legend = []
+    words = []
+    for order, points in curves.items():
+        colour = ORDER_COLOURS.get(order, ACCENT)
+        line = " ".join(f"{to_x(x):.1f},{to_y(y):.1f}" for x, y in points)
+        body.append(
+            f'<polyline points="{line}" fill="none" stroke="{colour}" stroke-width="2.5" '
+            f'class="series-{escape(order)}"/>'
+        )
+        name = ORDER_NAMES.get(order, order)
+        legend.append((name, colour, "line"))
+        reached = next((x for x, y in points if y >= target), None)
+        words.append(
+            f"{name}: {target:.0%} after {reached:,} judgments."
+            if reached is not None
+            else f"{name}: never reaches {target:.0%}."
+        )
+    body += _legend(frame, legend, width=0, row=True)
+    return _svg(
+        "Relevant documents found against judgments, per judging order",
+        " ".join(words),
+        body,
+        ident="gain-plot",
+        frame=frame,
+    )
