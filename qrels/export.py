@@ -392,7 +392,8 @@ def decode_cell(cell: str) -> str:
 
 
 def _neutralised_sql(expression: str) -> str:
-    risky = ", ".join(["'='", "'+'", "'-'", "'@'", "''''", "chr(9)", "chr(13)"])
+    """:func:`pooljudge.common.neutralise` in SQL, built from the same RISKY_FIRST."""
+    risky = ", ".join(f"chr({ord(first)})" for first in sorted(RISKY_FIRST))
     return (
         f"(CASE WHEN left({expression}, 1) IN ({risky}) THEN '''' || {expression} "
         f"ELSE {expression} END)"
