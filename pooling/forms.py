@@ -184,6 +184,49 @@ class BuildPoolForm(forms.Form):
     residual = forms.BooleanField(
         label="Residual: leave out pairs already judged in this campaign", required=False
     )
+    # judging order (pooling.adaptive)
+    judging_order = forms.ChoiceField(
+        label="Order",
+        choices=[
+            ("", "Shuffled: each assessor's own seeded order (the static pool)"),
+            ("bandit", "Adaptive, bandit: runs that keep finding relevant ones get more turns"),
+            ("mtf", "Adaptive, move-to-front: a run keeps its turn until a non-relevant document"),
+        ],
+        required=False,
+        initial="",
+        widget=forms.RadioSelect,
+        help_text="Adaptive orders choose each shared-queue document when it is asked for.",
+    )
+    burn_in = forms.IntegerField(
+        label="Burn-in depth",
+        min_value=0,
+        max_value=MAX_DEPTH,
+        required=False,
+        initial=5,
+        help_text="Every run's top d, per topic, is judged before adaptive choice starts.",
+    )
+    judging_budget = forms.IntegerField(
+        label="Budget per topic",
+        min_value=1,
+        max_value=MAX_BUDGET,
+        required=False,
+        help_text="Judgments; the topic stops after them. Empty: no limit.",
+    )
+    judging_fraction = forms.FloatField(
+        label="or share of each topic's pool",
+        min_value=0.01,
+        max_value=1,
+        required=False,
+        help_text="0.5 = half of the topic's pooled documents.",
+    )
+    recall_target = forms.FloatField(
+        label="Recall target",
+        min_value=0.05,
+        max_value=1,
+        required=False,
+        initial=0.8,
+        help_text="Suggest stopping a topic when its estimated recall passes this.",
+    )
     runs = RunChoiceField(
         label="Contributing runs",
         queryset=Run.objects.none(),
@@ -263,6 +306,15 @@ class BuildPoolForm(forms.Form):
             params["p"] = 0.8 if p is None else p
             params["aggregate"] = data.get("rbp_aggregate") or "sum"
             params["depth"] = data.get("rbp_depth")
+
+        if data.get("judging_order"):
+            params["adjudication"] = {
+                "order": data["judging_order"],
+                "burn_in": 5 if data.get("burn_in") is None else data["burn_in"],
+                "budget": data.get("judging_budget"),
+                "budget_fraction": data.get("judging_fraction"),
+                "target": data.get("recall_target") or 0.8,
+            }
 
         topics = None
         wanted = parse_topic_ids(data.get("topics") or "")

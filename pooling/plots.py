@@ -329,3 +329,74 @@ def progress_plot(bars: Sequence[TopicBar]) -> SafeString | None:
         f"({done} complete), {relevant:,} judged relevant."
     )
     return _svg("Judging progress per topic", description, body, ident="progress-plot", frame=frame)
+
+
+# --- Adaptive orders compared ---------------------------------------------------------------------
+
+ORDER_COLOURS = {"depth": REFERENCE, "random": AXIS, "mtf": OK, "bandit": ACCENT}
+ORDER_NAMES = {
+    "depth": "Depth-k",
+    "random": "Shuffled",
+    "mtf": "Move-to-front",
+    "bandit": "Bandit",
+}
+
+
+def gain_plot(
+    curves: dict[str, Sequence[tuple[int, float]]], *, target: float
+) -> SafeString | None:
+    """Share of the relevant documents found against judgments made (summed over topics), one
+    line per order, with the recall target as a dashed line. None when there is nothing to plot."""
+    curves = {order: points for order, points in curves.items() if points}
+    if not curves:
+        return None
+    frame = Frame(top=36)  # the legend runs in one row above the plot, clear of the curves
+    high_x = max(points[-1][0] for points in curves.values()) or 1
+    x_ticks = nice_ticks(high_x)
+    y_ticks = [0, 25, 50, 75, 100]
+
+    def to_x(value: float) -> float:
+        return frame.left + value / x_ticks[-1] * frame.width
+
+    def to_y(share: float) -> float:
+        return frame.bottom - share * frame.height
+
+    body = _y_axis(frame, y_ticks, lambda tick: to_y(tick / 100), "Relevant found (%)")
+    for tick in x_ticks:
+        x = to_x(tick)
+        body.append(
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{frame.bottom}" y2="{frame.bottom + 5}" '
+            f'stroke="{AXIS}" stroke-width="1"/>'
+            f'<text x="{x:.1f}" y="{frame.bottom + 20}" text-anchor="middle">{_number(tick)}</text>'
+        )
+    body.append(
+        f'<text x="{frame.left + frame.width / 2:.1f}" y="{frame.height_total - 10}" '
+        f'text-anchor="middle" class="axis-label">Judgments (all topics)</text>'
+        f'<line x1="{frame.left}" x2="{frame.right}" y1="{to_y(target):.1f}" '
+        f'y2="{to_y(target):.1f}" stroke="{AXIS}" stroke-width="1" stroke-dasharray="4 4"/>'
+    )
+    legend = []
+    words = []
+    for order, points in curves.items():
+        colour = ORDER_COLOURS.get(order, ACCENT)
+        line = " ".join(f"{to_x(x):.1f},{to_y(y):.1f}" for x, y in points)
+        body.append(
+            f'<polyline points="{line}" fill="none" stroke="{colour}" stroke-width="2.5" '
+            f'class="series-{escape(order)}"/>'
+        )
+        name = ORDER_NAMES.get(order, order)
+        legend.append((name, colour, "line"))
+        reached = next((x for x, y in points if y >= target), None)
+        words.append(
+            f"{name}: {target:.0%} after {reached:,} judgments."
+            if reached is not None
+            else f"{name}: never reaches {target:.0%}."
+        )
+    body += _legend(frame, legend, width=0, row=True)
+    return _svg(
+        "Relevant documents found against judgments, per judging order",
+        " ".join(words),
+        body,
+        ident="gain-plot",
+        frame=frame,
+    )

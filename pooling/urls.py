@@ -11,4 +11,5 @@ urlpatterns = [
     path("<slug:slug>/pools/planner/", views.planner, name="planner"),
     path("<slug:slug>/pools/<int:version>/", views.pool_detail, name="pool"),
     path("<slug:slug>/pools/<int:version>/status/", views.pool_status, name="pool_status"),
+    path("<slug:slug>/pools/<int:version>/adaptive/", views.adjudication, name="adjudication"),
 ]

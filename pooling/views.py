@@ -278,3 +278,67 @@ def pool_status(request: HttpRequest, slug: str, version: int) -> HttpResponse:
     if _display_status(pool)[0] == Pool.Status.BUILDING:
         return HttpResponse(status=204)
     return HttpResponseClientRefresh()
+
+
+# --- Adaptive order -------------------------------------------------------------------------------
+
+# Replays on the page are done per request; beyond this many pooled documents the page points to
+# ``manage.py replay`` instead of making the organiser wait.
+PAGE_REPLAY_LIMIT = 20_000
+
+
+@login_required
+@require_GET
+def adjudication(request: HttpRequest, slug: str, version: int) -> HttpResponse:
+    """An adaptive pool's topics (judged, relevant, estimated remaining, suggested stop) and, for
+    any built pool, the orders replayed on the campaign's judgments so far."""
+    from pooling import adaptive
+    from pooling.adjudication import ORDERS, RECALL_POINTS, gain_curve
+
+    campaign, pool = _get_pool(request, slug, version)
+    if pool.status != Pool.Status.BUILT:
+        raise Http404("The pool is not built.")
+    opts = adaptive.options(pool)
+    context: dict[str, Any] = {
+        "campaign": campaign,
+        "pool": pool,
+        "options": opts,
+        "states": adaptive.topic_states(pool) if opts else [],
+        "recall_points": [round(f * 100) for f in RECALL_POINTS],
+        "too_big": pool.size > PAGE_REPLAY_LIMIT,
+    }
+    target = opts["target"] if opts else 0.8
+    labels = adaptive.campaign_labels(pool) if not context["too_big"] else {}
+    if labels:
+        replays = adaptive.replay_orders(
+            adaptive.pool_lists(pool),
+            labels,
+            orders=ORDERS,
+            relevant_from=campaign.relevance_threshold,
+            burn_in=opts["burn_in"] if opts else 0,
+            credit=opts["credit"] if opts else "prefix",
+            target=target,
+        )
+        first = replays["depth"]
+        context.update(
+            compared_topics=len(first),
+            compared_judged=sum(t.judged for t in first),
+            compared_relevant=sum(t.relevant_total for t in first),
+            comparison=[
+                {
+                    "order": plots.ORDER_NAMES[order],
+                    "needed": [sum(t.needed(f) or t.judged for t in topics) for f in RECALL_POINTS],
+                    "stops": sum(1 for t in topics if t.stop_at is not None),
+                    "stop_recalls": [t.recall_at(t.stop_at) for t in topics if t.stop_at],
+                }
+                for order, topics in replays.items()
+            ],
+            gain_plot=plots.gain_plot(
+                {order: gain_curve(topics, points=50) for order, topics in replays.items()},
+                target=target,
+            ),
+        )
+        for row in context["comparison"]:
+            recalls = sorted(row.pop("stop_recalls"))
+            row["stop_recall"] = recalls[len(recalls) // 2] if recalls else None
+    return render(request, "pooling/adjudication.html", context)

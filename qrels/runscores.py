@@ -501,6 +501,8 @@ def _inferred_notes(pool: Pool | None, measures: Sequence[str]) -> dict[str, Any
             "nDCG and P@k from it, weighting each stratum by its sampling rate (Yilmaz, "
             "Kanoulas & Aslam, SIGIR 2008, as NIST's sample_eval computes them); the ranges are "
             "95 % bootstrap intervals over topics."
+            if any(map(sampled.is_inferred, measures))
+            else ""
         ),
         "warning": warning,
     }

@@ -299,3 +299,56 @@ def test_the_replay_command_refuses_bad_input(campaign, tmp_path):
         call_command("replay", campaign.slug, "--qrels", str(other))
     with pytest.raises(CommandError, match="No built pool v9"):
         call_command("replay", campaign.slug, "--qrels", str(other), "--pool", "9")
+
+
+def test_the_organisers_page_compares_orders_and_shows_estimates(
+    client, campaign, organiser, assessor_a
+):
+    pool = _example(campaign, burn_in=1)
+    [assignment] = assign(
+        campaign=campaign,
+        pool=pool,
+        user=assessor_a,
+        topics=list(campaign.topics.all()),
+        mode="queue",
+    )
+    _serve_all(assignment, _labels(campaign))
+    client.force_login(organiser)
+    response = client.get(f"/c/{campaign.slug}/pools/{pool.version}/adaptive/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "adaptive order: bandit (MaxMean), burn-in 1" in page
+    assert 'id="gain-plot-desc"' in page
+    assert "Move-to-front" in page
+    assert "Depth-k" in page
+    # Judgments on every pooled document: the topic is done.
+    assert ">done<" in page
+    # Assessors get a 404, like every organiser page.
+    client.force_login(assessor_a)
+    assert client.get(f"/c/{campaign.slug}/pools/{pool.version}/adaptive/").status_code == 404
+
+
+def test_the_build_form_records_an_adaptive_order(client, campaign, organiser):
+    make_topics(campaign, ["t1"])
+    make_run(campaign, "A", {"t1": [("d1", 2.0), ("d2", 1.0)]})
+    client.force_login(organiser)
+    run = campaign.runs.get()
+    form = {"strategy": "depth", "depth": 2, "order": "trec_eval", "runs": [run.pk]}
+    bad = client.post(
+        f"/c/{campaign.slug}/pools/build/", {**form, "judging_order": "bandit", "burn_in": -1}
+    )
+    assert bad.status_code == 400
+    assert not campaign.pools.exists()
+    good = client.post(
+        f"/c/{campaign.slug}/pools/build/",
+        {**form, "judging_order": "mtf", "burn_in": 2, "judging_fraction": 0.5},
+    )
+    assert good.status_code == 302
+    assert campaign.pools.get().params["adjudication"] == {
+        "order": "mtf",
+        "credit": "prefix",
+        "burn_in": 2,
+        "budget": None,
+        "budget_fraction": 0.5,
+        "target": 0.8,
+    }
