@@ -26,7 +26,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
-from assess.judging import mark_served, next_item, progress
+from assess.judging import Panel, TopicProgress, mark_served, next_item, progress
 from assess.models import Assignment, AssignmentItem
 from assess.screen import document_html, flow_urls
 from campaigns.models import Document, Label, Topic
@@ -61,11 +61,14 @@ def acknowledgement(
     kind: str,
     name: str = "",
     version: int = 0,
+    counts: TopicProgress | None = None,
 ) -> dict[str, object]:
     """The acknowledgement of an action on ``item``: outcome, label name, version, its topic's
-    judged count and the status sentence (one query: the topic's progress)."""
-    counts = progress(assignment, topic=item.topic)
-    judged, total = (counts[0].judged, counts[0].total) if counts else (0, 0)
+    judged count and the status sentence (``counts``, or one query: the topic's progress)."""
+    if counts is None:
+        found = progress(assignment, topic=item.topic)
+        counts = found[0] if found else None
+    judged, total = (counts.judged, counts.total) if counts else (0, 0)
     return {
         "kind": kind,
         "item": item,
@@ -96,6 +99,7 @@ def upcoming_state(
     document: Document | None,
     *,
     after: AssignmentItem,
+    counts: TopicProgress | None = None,
 ) -> dict[str, object]:
     """A prefetched document with its own form state, for ``<template id="upcoming">``: the page
     shows it, and posts its verdict, without asking the server first. When it starts another
@@ -121,15 +125,28 @@ def upcoming_state(
         "topic_break": None,
     }
     if item.topic_id != after.topic_id:
-        counts = progress(assignment, topic=item.topic)
+        if counts is None:  # not read with the item (assess.judging.panel_reads): read now
+            found = progress(assignment, topic=item.topic)
+            counts = found[0] if found else None
         state["topic_break"] = item.topic
-        state["topic_progress"] = counts[0] if counts else None
+        state["topic_progress"] = counts
     return state
 
 
-def prefetch_context(assignment: Assignment, shown: AssignmentItem) -> dict[str, object]:
+def prefetch_context(
+    assignment: Assignment, shown: AssignmentItem, *, panel: Panel | None = None
+) -> dict[str, object]:
     """The document to prefetch after ``shown`` (the open one after it, wrapping round; none
-    when ``shown`` is the only open one), as ``upcoming_state`` describes it."""
+    when ``shown`` is the only open one), as ``upcoming_state`` describes it; from ``panel``
+    when it was read with ``shown`` (assess.judging.panel_reads)."""
+    if panel is not None:
+        if panel.upcoming is None:
+            return {"next": None}
+        counts = panel.counts.get(panel.upcoming.topic_id)
+        state = upcoming_state(
+            assignment, panel.upcoming, panel.upcoming_document, after=shown, counts=counts
+        )
+        return {"next": state}
     following = next_item(assignment, after=shown.position)
     if following is not None and following.pk == shown.pk:
         following = None
@@ -151,6 +168,7 @@ def respond(
     ack: dict[str, object],
     *,
     fallback: Callable[[], AssignmentItem | None] | None = None,
+    panel: Panel | None = None,
 ) -> HttpResponse:
     """The answer to the page's script after an action on ``current`` (see the module's
     docstring): slim when the page shows the open document it moved on to, else the panel of the
@@ -158,24 +176,35 @@ def respond(
     done panel."""
     from assess import views
 
-    shown = _open_upcoming(assignment, request.POST.get("upcoming", "").strip())
+    token = request.POST.get("upcoming", "").strip()
+    if panel is not None:
+        # Read with the verdict's answer (assess/views.py): the open item ``token`` with what
+        # follows it, or without a token the first open item after ``current``.
+        shown = panel.item if token and panel.item is not None else None
+    else:
+        shown = _open_upcoming(assignment, token)
     if shown is not None and shown.pk != current.pk:
-        # The page shows it now: the time it was first on screen (a GET never served it).
-        mark_served(shown)
+        if panel is None:
+            # The page shows it now: the time it was first on screen (a GET never served it).
+            # With a panel, the verdict's own write recorded it (assess.judging.submit).
+            mark_served(shown)
         context = {
             "campaign": assignment.campaign,
             "assignment": assignment,
             "ack": ack,
             "shown": shown,
-            **prefetch_context(assignment, shown),
+            **prefetch_context(assignment, shown, panel=panel),
         }
         return render(request, SLIM_TEMPLATE, context)
+    read = None
     if fallback is not None:
         following = fallback()
+    elif panel is not None and not token and panel.item is not None:
+        following, read = panel.item, panel
     else:
         following = next_item(assignment, after=current.position)
     if following is None:
         context = {**views._done_context(assignment), "ack": ack}
         return render(request, "assess/done.html#finished", context)
-    context = views._panel_context(assignment, following, ack=ack)
+    context = views._panel_context(assignment, following, panel=read, ack=ack)
     return render(request, "assess/judge.html#panel", context)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import csv
 import io
-import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -31,11 +30,10 @@ from django.utils import timezone
 from assess.models import Assignment, AssignmentItem, QueueItem, Skip
 from campaigns.models import Assessor, Campaign, Judgment, Topic
 from pooling.models import Pool
+from pooljudge.common import median, neutralise
 
 RATE_WINDOW = timedelta(hours=1)
 SKIPPED_LISTED = 100
-# Spreadsheets run a cell starting with one of these as a formula (CSV injection).
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 @dataclass
@@ -123,12 +121,6 @@ class Dashboard:
 # --- Pure pieces ----------------------------------------------------------------------------------
 
 
-def median(values: Iterable[float | None]) -> float | None:
-    """The median of the known values, None when there are none."""
-    known = [v for v in values if v is not None]
-    return float(statistics.median(known)) if known else None
-
-
 def estimate_finish(
     remaining: int, recent: int, *, now: datetime, window: timedelta = RATE_WINDOW
 ) -> datetime | None:
@@ -184,8 +176,7 @@ def safe_cell(value: object) -> object:
         return ""
     if isinstance(value, bool | int | float):
         return value
-    text = str(value)
-    return "'" + text if text.startswith(FORMULA_STARTS) else text
+    return neutralise(str(value))
 
 
 # --- Reading the campaign -------------------------------------------------------------------------

@@ -8,19 +8,32 @@ taken by someone else (the first assessor's copy is then withdrawn, never served
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, models, transaction
 from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models.functions import Coalesce
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
 from django.utils import timezone
 
 from assess.models import Assignment, AssignmentItem, QueueItem
-from campaigns.judgments import Timing, record_judgment
-from campaigns.models import Judgment, RubricVersion, Topic
+from campaigns.judgments import InvalidLabel, StaleJudgment, Timing, _stored, record_judgment
+from campaigns.models import (
+    Assessor,
+    Campaign,
+    Document,
+    Judgment,
+    Label,
+    Membership,
+    RubricVersion,
+    Topic,
+)
 from pooling import adaptive
 
 CLAIM_MINUTES = getattr(settings, "POOLJUDGE_CLAIM_MINUTES", 30)
@@ -116,14 +129,6 @@ def next_item(assignment: Assignment, *, after: int | None = None) -> Assignment
     return None
 
 
-def neighbour(item: AssignmentItem, step: int) -> AssignmentItem | None:
-    """The item before (step -1) or after (+1) in the assessor's order, skipping withdrawn ones."""
-    items = item.assignment.items.filter(withdrawn=False)
-    if step < 0:
-        return items.filter(position__lt=item.position).order_by("-position").first()
-    return items.filter(position__gt=item.position).order_by("position").first()
-
-
 @dataclass(frozen=True)
 class TopicProgress:
     topic: Topic
@@ -189,10 +194,43 @@ def submit(
     unreadable: bool = False,
     unsure: bool = False,
     check_label: bool = True,
+    shown_token: str | None = None,
 ) -> tuple[Judgment, bool]:
     """Record the verdict for ``item`` (see campaigns.judgments.record_judgment) and mark the
     item, and its queue entry, judged. Raises ItemTakenAway (nothing stored) when the item was
-    withdrawn from its assessor since it was loaded."""
+    withdrawn from its assessor since it was loaded.
+
+    On PostgreSQL this is one SQL statement (see _SUBMIT_SQL); elsewhere the same steps run in a
+    transaction through the ORM. Both keep the same guarantees, tested on both."""
+    if check_label and not rubric_version.labels.filter(value=label).exists():
+        raise InvalidLabel(f"{label} is not a label of rubric version {rubric_version.number}.")
+    fields = {
+        "label": label,
+        "rubric_version": rubric_version,
+        "submission_id": submission_id,
+        "expected_version": expected_version,
+        "timing": timing,
+        "note": note,
+        "unreadable": unreadable,
+        "unsure": unsure,
+        "shown_token": shown_token or None,
+    }
+    if (
+        connection.vendor == "postgresql"
+        and submission_id is not None
+        and expected_version is not None
+    ):
+        return _submit_in_one_statement(item, **fields)
+    return _submit_with_orm(item, **fields)
+
+
+def _submit_with_orm(item: AssignmentItem, **fields) -> tuple[Judgment, bool]:
+    timing, shown_token = fields["timing"], fields.pop("shown_token")
+    if shown_token is not None:
+        # The document the page moved on to is on screen from now (see _SUBMIT_SQL's "seen").
+        AssignmentItem.objects.filter(
+            assignment_id=item.assignment_id, token=shown_token, first_served_at__isnull=True
+        ).update(first_served_at=timezone.now())
     with transaction.atomic():
         # Re-checked inside the write, with the item's row locked: a reassignment or a lost
         # queue claim that commits first is seen here (withdrawn); one that starts later waits
@@ -206,34 +244,452 @@ def submit(
         if not still_ours:
             raise ItemTakenAway()
         judgment, recorded = record_judgment(
-            check_label=check_label,
+            check_label=False,
             assessor=item.assignment.assessor,
             topic=item.topic,
             doc_id=item.doc_id,
-            label=label,
-            rubric_version=rubric_version,
-            submission_id=submission_id,
-            expected_version=expected_version,
-            timing=timing,
             position=item.position,
-            note=note,
-            unreadable=unreadable,
-            unsure=unsure,
+            **fields,
         )
         if item.judgment_id != judgment.pk:
-            AssignmentItem.objects.filter(pk=item.pk).update(judgment=judgment)
+            AssignmentItem.objects.filter(pk=item.pk).update(
+                judgment=judgment, first_served_at=Coalesce("first_served_at", timing.served_at)
+            )
             item.judgment = judgment
         if item.queue_item_id is not None:
             QueueItem.objects.filter(pk=item.queue_item_id).update(done=True)
     return judgment, recorded
 
 
+# The whole write of a verdict in one statement (autocommit: atomic by itself, no BEGIN/COMMIT
+# round trips). ``item`` locks the assignment item's row and re-checks, under the lock, that it
+# is still this assessor's (not withdrawn) and that this submission id is new. ``up`` inserts the
+# judgment, or on the pair's unique constraint bumps its version if the form's version is still
+# current (optimistic check: a stale tab updates nothing). Only rows this verdict writes are
+# locked: the item, the judgment, the queue entry. The caller reads what happened from the one
+# row returned: ours (0: taken away), dup (the judgment this submission id already recorded),
+# and the judgment's columns when it was written (none: stale).
+_JUDGMENT_COLUMNS = (
+    "id", "campaign_id", "topic_id", "doc_id", "assessor_id", "label", "rubric_version_id",
+    "source", "iteration", "position", "served_at", "judged_at", "first_judged_at",
+    "seconds_on_screen", "active_seconds", "note", "unreadable", "unsure", "version",
+)  # fmt: skip
+# Column names come from the constant above, values are all bound parameters.
+_SUBMIT_SQL = f"""
+WITH item AS (
+    SELECT ai.id, ai.queue_item_id FROM assess_assignmentitem ai
+    WHERE ai.id = %(item)s AND NOT ai.withdrawn
+      AND NOT EXISTS (SELECT 1 FROM campaigns_judgmentrevision r WHERE r.submission_id = %(sid)s)
+    FOR UPDATE
+), up AS (
+    INSERT INTO campaigns_judgment AS j (
+        campaign_id, topic_id, doc_id, assessor_id, label, rubric_version_id, source, iteration,
+        position, served_at, judged_at, first_judged_at, seconds_on_screen, active_seconds, note,
+        unreadable, unsure, version)
+    SELECT %(campaign)s::bigint, %(topic)s::bigint, %(doc)s::text, %(assessor)s::bigint,
+        %(label)s::integer, %(rubric)s::bigint, 'judged', '', %(position)s::integer,
+        %(served_at)s::timestamptz, %(now)s::timestamptz, %(now)s::timestamptz,
+        %(on_screen)s::double precision, %(active)s::double precision, %(note)s::text,
+        %(unreadable)s::boolean, %(unsure)s::boolean, 1
+    FROM item
+    WHERE %(expected)s::integer = 0 OR EXISTS (
+        SELECT 1 FROM campaigns_judgment c
+        WHERE c.assessor_id = %(assessor)s AND c.topic_id = %(topic)s AND c.doc_id = %(doc)s)
+    ON CONFLICT (assessor_id, topic_id, doc_id) DO UPDATE SET
+        version = j.version + 1, label = EXCLUDED.label,
+        rubric_version_id = EXCLUDED.rubric_version_id, source = EXCLUDED.source,
+        position = EXCLUDED.position, served_at = EXCLUDED.served_at,
+        judged_at = EXCLUDED.judged_at, seconds_on_screen = EXCLUDED.seconds_on_screen,
+        active_seconds = EXCLUDED.active_seconds, note = EXCLUDED.note,
+        unreadable = EXCLUDED.unreadable, unsure = EXCLUDED.unsure
+    WHERE j.version = %(expected)s::integer
+    RETURNING {", ".join("j." + c for c in _JUDGMENT_COLUMNS)}
+), rev AS (
+    INSERT INTO campaigns_judgmentrevision (
+        judgment_id, version, label, rubric_version_id, iteration, served_at, judged_at,
+        seconds_on_screen, active_seconds, note, unreadable, unsure, submission_id)
+    SELECT up.id, up.version, up.label, up.rubric_version_id, '', up.served_at, up.judged_at,
+        up.seconds_on_screen, up.active_seconds, up.note, up.unreadable, up.unsure, %(sid)s
+    FROM up
+    RETURNING 1
+), linked AS (
+    UPDATE assess_assignmentitem ai
+    SET judgment_id = up.id,
+        first_served_at = COALESCE(ai.first_served_at, %(served_at)s::timestamptz)
+    FROM up WHERE ai.id = %(item)s AND ai.judgment_id IS DISTINCT FROM up.id
+    RETURNING 1
+), queue AS (
+    UPDATE assess_queueitem q SET done = true FROM item, up
+    WHERE q.id = item.queue_item_id AND NOT q.done
+    RETURNING 1
+), seen AS (
+    -- The document the page moved on to (prefetched) is on screen from now.
+    UPDATE assess_assignmentitem s SET first_served_at = %(now)s::timestamptz
+    WHERE s.assignment_id = %(assignment)s AND s.token = %(shown)s AND s.first_served_at IS NULL
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM item) AS ours,
+    (SELECT r.judgment_id FROM campaigns_judgmentrevision r WHERE r.submission_id = %(sid)s) AS dup,
+    {", ".join("up." + c for c in _JUDGMENT_COLUMNS)},
+    (SELECT count(*) FROM rev) + (SELECT count(*) FROM linked) + (SELECT count(*) FROM queue)
+    + (SELECT count(*) FROM seen)
+FROM (SELECT 1) AS one LEFT JOIN up ON true
+"""  # noqa: S608
+
+
+def _submit_in_one_statement(item: AssignmentItem, **fields) -> tuple[Judgment, bool]:
+    assignment, timing = item.assignment, fields["timing"]
+    rubric = fields["rubric_version"]
+    params = {
+        "item": item.pk,
+        "sid": fields["submission_id"],
+        "campaign": assignment.campaign_id,
+        "topic": item.topic_id,
+        "doc": item.doc_id,
+        "assessor": assignment.assessor_id,
+        "label": fields["label"],
+        "rubric": rubric.pk if rubric is not None else None,
+        "position": item.position,
+        "served_at": timing.served_at,
+        "now": timezone.now(),
+        "on_screen": timing.seconds_on_screen,
+        "active": timing.active_seconds,
+        "note": fields["note"],
+        "unreadable": fields["unreadable"],
+        "unsure": fields["unsure"],
+        "expected": fields["expected_version"],
+        "assignment": item.assignment_id,
+        "shown": fields["shown_token"],
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_SUBMIT_SQL, params)
+        row = cursor.fetchone()
+    ours, dup, written = row[0], row[1], row[2 : 2 + len(_JUDGMENT_COLUMNS)]
+    if dup is not None and written[0] is None:
+        # Sent before: the stored verdict, if it was sent for this very document.
+        done = _stored(
+            fields["submission_id"],
+            assessor=assignment.assessor,
+            topic=item.topic,
+            doc_id=item.doc_id,
+        )
+        if done is not None:
+            item.judgment = done
+            return done, False
+    if not ours:
+        raise ItemTakenAway()
+    if written[0] is None:
+        # The form's version is no longer the judgment's: a stale tab (or a duplicate that
+        # committed while this statement waited for the item's lock).
+        current = (
+            Judgment.objects.filter(
+                assessor_id=assignment.assessor_id, topic_id=item.topic_id, doc_id=item.doc_id
+            )
+            .order_by()
+            .first()
+        )
+        done = _stored(
+            fields["submission_id"],
+            assessor=assignment.assessor,
+            topic=item.topic,
+            doc_id=item.doc_id,
+        )
+        if done is not None:
+            item.judgment = done
+            return done, False
+        raise StaleJudgment(current)
+    judgment = Judgment.from_db(connection.alias, list(_JUDGMENT_COLUMNS), list(written))
+    item.judgment = judgment
+    return judgment, True
+
+
+@dataclass
+class Panel:
+    """Everything the judging panel reads besides the scope: the document on screen, the next
+    open one to prefetch (with its document and topic), the previous one (for the [ key) and the
+    progress of the topics involved. One statement (see panel_reads)."""
+
+    item: AssignmentItem | None = None
+    document: Document | None = None
+    upcoming: AssignmentItem | None = None
+    upcoming_document: Document | None = None
+    previous: AssignmentItem | None = None
+    progress: TopicProgress | None = None
+    # Judged / total by topic pk: the item's topic, the upcoming one's, and ``also_topic``.
+    counts: dict[int, TopicProgress] = field(default_factory=dict)
+
+
+# The open-item test. Items whose queue claim someone else took are withdrawn in the claimer's
+# transaction (claim_next), so "not withdrawn" is the whole test; the claim check stays as a
+# guard for copies withdrawn before that rule.
+_OPEN_WHERE = """
+    o.assignment_id = %(assignment)s AND o.judgment_id IS NULL AND NOT o.withdrawn
+    AND (o.queue_item_id IS NULL OR EXISTS (
+        SELECT 1 FROM assess_queueitem q
+        WHERE q.id = o.queue_item_id AND q.claimed_by_id = %(assessor)s))
+"""
+_ITEM_COLUMNS = "o.id, o.token, o.position, o.doc_id, o.topic_id, o.queue_item_id"
+
+
+def _first_open(after: str, exclude: str) -> str:
+    """SQL for the first open item after position ``after`` (wrapping round to the earliest),
+    other than item ``exclude``. Two index-ordered LIMIT 1 reads on the partial index
+    assignment_item_next_idx, never a sort of the assignment's open items."""
+    # Fixed SQL fragments only: every value is a bound parameter.
+    one = (
+        f"SELECT * FROM (SELECT {_ITEM_COLUMNS} FROM assess_assignmentitem o "  # noqa: S608
+        f"WHERE {_OPEN_WHERE} AND o.id <> {exclude} AND o.position {{}} {after} "
+        "ORDER BY o.position LIMIT 1) AS {}"
+    )
+    return (
+        f"SELECT * FROM ({one.format('>', 'later')} UNION ALL {one.format('<=', 'earlier')}) "  # noqa: S608
+        f"AS either ORDER BY (position <= {after}), position LIMIT 1"
+    )
+
+
+# The item itself (the judging page); the open item with that token (the document the page
+# moved on to: nothing when it is no longer open); the first open one after a position.
+_CUR_AT = f"SELECT {_ITEM_COLUMNS} FROM assess_assignmentitem o WHERE o.id = %(item)s"  # noqa: S608
+_CUR_SHOWN = (
+    f"SELECT {_ITEM_COLUMNS} FROM assess_assignmentitem o "  # noqa: S608
+    f"WHERE o.token = %(shown)s AND {_OPEN_WHERE}"
+)
+_CUR_AFTER = _first_open("%(after)s", "0")
+_NEXT = _first_open("(SELECT position FROM cur)", "(SELECT id FROM cur)")
+_TOPICS = (
+    "(SELECT topic_id FROM cur UNION SELECT topic_id FROM nxt "
+    "UNION SELECT CAST(%(also)s AS bigint))"
+)
+_PROGRESS_ITEMS = f"""
+    SELECT p.topic_id, COUNT(p.judgment_id) AS judged, COUNT(*) AS total
+    FROM assess_assignmentitem p
+    WHERE p.assignment_id = %(assignment)s AND NOT p.withdrawn AND p.topic_id IN {_TOPICS}
+    GROUP BY p.topic_id
+"""  # noqa: S608
+_PROGRESS_QUEUE = f"""
+    SELECT q.topic_id, SUM(CASE WHEN q.done THEN 1 ELSE 0 END) AS judged, COUNT(*) AS total
+    FROM assess_queueitem q WHERE q.pool_id = %(pool)s AND q.topic_id IN {_TOPICS}
+    GROUP BY q.topic_id
+"""  # noqa: S608
+_PANEL_SQL = """
+WITH cur AS ({cur}),
+nxt AS ({next}),
+prv AS (
+    SELECT i.id, i.token, i.position, i.doc_id, i.topic_id FROM assess_assignmentitem i, cur
+    WHERE i.assignment_id = %(assignment)s AND NOT i.withdrawn AND i.position < cur.position
+    ORDER BY i.position DESC LIMIT 1
+),
+prog AS ({progress})
+SELECT 'c', cur.id, cur.token, cur.position, cur.doc_id, cur.topic_id, cur.queue_item_id,
+    d.title, d.body_html, t.topic_id, t.title, t.description, t.narrative
+FROM cur
+LEFT JOIN campaigns_document d ON d.campaign_id = %(campaign)s AND d.doc_id = cur.doc_id
+LEFT JOIN campaigns_topic t ON t.id = cur.topic_id
+UNION ALL
+SELECT 'n', nxt.id, nxt.token, nxt.position, nxt.doc_id, nxt.topic_id, nxt.queue_item_id,
+    d.title, d.body_html, t.topic_id, t.title, t.description, t.narrative
+FROM nxt
+LEFT JOIN campaigns_document d ON d.campaign_id = %(campaign)s AND d.doc_id = nxt.doc_id
+LEFT JOIN campaigns_topic t ON t.id = nxt.topic_id
+UNION ALL
+SELECT 'p', prv.id, prv.token, prv.position, prv.doc_id, prv.topic_id, NULL,
+    NULL, NULL, NULL, NULL, NULL, NULL
+FROM prv
+UNION ALL
+SELECT 'g', prog.judged, NULL, prog.total, NULL, prog.topic_id, NULL,
+    NULL, NULL, NULL, NULL, NULL, NULL
+FROM prog
+"""
+
+
+def panel_reads(
+    assignment: Assignment,
+    *,
+    item: AssignmentItem | None = None,
+    after: int | None = None,
+    shown: str | None = None,
+    also_topic: Topic | None = None,
+) -> Panel:
+    """The panel's reads in one statement: for ``item`` (the judging page), for the open item
+    with token ``shown`` (the document the page moved on to), or for the first open item after
+    position ``after`` (the answer to a verdict); with the progress of ``also_topic`` too.
+    ``item`` keeps the topic and judgment already loaded with it; an item found by ``shown`` or
+    ``after`` is open (no judgment)."""
+    params = {
+        "assignment": assignment.pk,
+        "assessor": assignment.assessor_id,
+        "campaign": assignment.campaign_id,
+        "pool": assignment.pool_id,
+        "item": item.pk if item is not None else None,
+        "after": after if after is not None else 0,
+        "shown": shown,
+        "also": also_topic.pk if also_topic is not None else None,
+    }
+    if item is not None:
+        cur = _CUR_AT
+    elif shown is not None:
+        cur = _CUR_SHOWN
+    else:
+        cur = _CUR_AFTER
+    queue = assignment.mode == Assignment.Mode.QUEUE
+    sql = _PANEL_SQL.format(
+        cur=cur, next=_NEXT, progress=_PROGRESS_QUEUE if queue else _PROGRESS_ITEMS
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    panel = Panel()
+    topics = {also_topic.pk: also_topic} if also_topic is not None else {}
+    if item is not None:
+        topics[item.topic_id] = item.topic
+    counts: list[tuple[int, int, int]] = []
+    for kind, pk, token, position, doc_id, topic_pk, queue_pk, title, body, *topic_cols in rows:
+        if kind == "g":
+            counts.append((topic_pk, int(pk or 0), int(position or 0)))
+            continue
+        if kind == "p":
+            panel.previous = AssignmentItem(
+                pk=pk, assignment=assignment, topic_id=topic_pk, doc_id=doc_id,
+                position=position, token=token,
+            )  # fmt: skip
+            continue
+        if topic_pk not in topics:
+            topics[topic_pk] = Topic(
+                pk=topic_pk,
+                campaign_id=assignment.campaign_id,
+                topic_id=topic_cols[0],
+                title=topic_cols[1],
+                description=topic_cols[2],
+                narrative=topic_cols[3],
+            )
+        document = None
+        if title is not None or body is not None:
+            document = Document(doc_id=doc_id, title=title, body_html=body)
+        if kind == "c" and item is not None:
+            panel.item, panel.document = item, document
+            continue
+        found = AssignmentItem(
+            pk=pk,
+            assignment=assignment,
+            topic=topics[topic_pk],
+            doc_id=doc_id,
+            position=position,
+            token=token,
+            queue_item_id=queue_pk,
+        )
+        found.judgment = None
+        if kind == "c":
+            panel.item, panel.document = found, document
+        else:
+            panel.upcoming, panel.upcoming_document = found, document
+    for topic_pk, judged, total in counts:
+        if topic_pk in topics:
+            panel.counts[topic_pk] = TopicProgress(topics[topic_pk], judged, total)
+    if panel.item is not None:
+        panel.progress = panel.counts.get(panel.item.topic_id)
+    return panel
+
+
 def mark_served(item: AssignmentItem) -> None:
     """Record when the item was first on screen (only the first time: one write, not one per
-    view)."""
+    view). The judging page's GET never calls it: a verdict's write records it for the judged
+    item (assess.judging.submit, from the signed time the page was served)."""
     if item.first_served_at is None:
         now = timezone.now()
         AssignmentItem.objects.filter(pk=item.pk, first_served_at__isnull=True).update(
             first_served_at=now
         )
         item.first_served_at = now
+
+
+# Rubric versions never change once saved (Campaign.save_rubric makes a new one), so a worker
+# loads each version's labels once instead of on every judgment. Saving or deleting a version or
+# a label clears the cache all the same (tests, the admin), never serving a stale scale.
+_RUBRICS: dict[int, tuple[RubricVersion, list[Label]]] = {}
+_RUBRICS_LOCK = threading.Lock()
+
+
+def rubric_and_labels(rubric_pk: int | None) -> tuple[RubricVersion | None, list[Label]]:
+    """A rubric version and its labels in scale order, from the worker's cache."""
+    if rubric_pk is None:
+        return None, []
+    cached = _RUBRICS.get(rubric_pk)
+    if cached is None:
+        rubric = RubricVersion.objects.get(pk=rubric_pk)
+        cached = (rubric, list(rubric.labels.order_by("value")))
+        with _RUBRICS_LOCK:
+            _RUBRICS[rubric_pk] = cached
+    return cached
+
+
+@receiver([post_save, post_delete], sender=RubricVersion)
+@receiver([post_save, post_delete], sender=Label)
+def _forget_rubrics(**kwargs) -> None:
+    with _RUBRICS_LOCK:
+        _RUBRICS.clear()
+
+
+def _columns(model: type[models.Model], alias: str) -> tuple[list[str], str]:
+    fields = [f.attname for f in model._meta.concrete_fields]
+    sql = ", ".join(f'{alias}."{f.column}"' for f in model._meta.concrete_fields)
+    return fields, sql
+
+
+_SCOPE_MODELS = (
+    (AssignmentItem, "ai"),
+    (Assignment, "a"),
+    (Campaign, "c"),
+    (Assessor, "s"),
+    (Topic, "t"),
+    (Judgment, "j"),
+)
+_SCOPE_COLUMNS = [_columns(model, alias) for model, alias in _SCOPE_MODELS]
+# The judging views' one scope query: the item of the user's assignment, with everything the
+# answer needs about it, while the user is an assessor of the campaign. Written out once (the
+# ORM's compilation of the same query was the largest share of a judgment's CPU).
+_SCOPE_SQL = f"""
+SELECT {", ".join(sql for _, sql in _SCOPE_COLUMNS)},
+    (SELECT r.id FROM {RubricVersion._meta.db_table} r WHERE r.campaign_id = c.id
+     ORDER BY r.number DESC LIMIT 1)
+FROM {AssignmentItem._meta.db_table} ai
+JOIN {Assignment._meta.db_table} a ON a.id = ai.assignment_id
+JOIN {Campaign._meta.db_table} c ON c.id = a.campaign_id
+JOIN {Assessor._meta.db_table} s ON s.id = a.assessor_id
+JOIN {Topic._meta.db_table} t ON t.id = ai.topic_id
+LEFT JOIN {Judgment._meta.db_table} j ON j.id = ai.judgment_id
+WHERE ai.token = %(item)s AND a.token = %(assignment)s AND c.slug = %(slug)s
+  AND s.user_id = %(user)s
+  AND EXISTS (SELECT 1 FROM {Membership._meta.db_table} m
+              WHERE m.campaign_id = c.id AND m.user_id = %(user)s AND m.role = %(role)s)
+"""  # noqa: S608 - table and column names from the models; every value is a parameter
+
+
+def load_scope(*, user_id: int, slug: str, token: str, item_token: str) -> AssignmentItem | None:
+    """The item ``item_token`` of user ``user_id``'s assignment ``token`` in campaign ``slug``,
+    while they are one of its assessors (else None), with its assignment, campaign, assessor,
+    topic and judgment attached, and the campaign's current rubric version id as
+    ``assignment.rubric_pk``: one query."""
+    from campaigns.access import ASSESSOR
+
+    params = {"item": item_token, "assignment": token, "slug": slug, "user": user_id}
+    with connection.cursor() as cursor:
+        cursor.execute(_SCOPE_SQL, {**params, "role": ASSESSOR})
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    loaded = []
+    start = 0
+    for (model, _), (fields, _) in zip(_SCOPE_MODELS, _SCOPE_COLUMNS, strict=True):
+        values = row[start : start + len(fields)]
+        start += len(fields)
+        loaded.append(
+            model.from_db(connection.alias, fields, values) if values[0] is not None else None
+        )
+    item, assignment, campaign, assessor, topic, judgment = loaded
+    assignment.campaign = campaign
+    assignment.assessor = assessor
+    assignment.rubric_pk = row[start]
+    item.assignment = assignment
+    item.topic = topic
+    item.judgment = judgment
+    return item

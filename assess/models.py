@@ -89,7 +89,16 @@ class AssignmentItem(models.Model):
             ),
         ]
         indexes = [
-            models.Index(fields=["assignment", "judgment", "withdrawn"], name="assignment_open_idx")
+            models.Index(
+                fields=["assignment", "judgment", "withdrawn"], name="assignment_open_idx"
+            ),
+            # The next document to serve: an assessor's open items already in presentation
+            # order, whatever the planner's statistics say (never a sort of the assignment).
+            models.Index(
+                fields=["assignment", "position"],
+                condition=Q(judgment__isnull=True, withdrawn=False),
+                name="assignment_item_next_idx",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -23,18 +23,20 @@ from django_htmx.http import push_url
 from assess.answer import acknowledgement, label_name, respond, upcoming_state
 from assess.judging import (
     ItemTakenAway,
-    mark_served,
-    neighbour,
+    Panel,
+    load_scope,
     next_item,
     open_items,
+    panel_reads,
     progress,
+    rubric_and_labels,
     submit,
 )
 from assess.models import Assignment, AssignmentItem
 from assess.screen import document_html, screen_context
 from campaigns.access import ASSESSOR, get_campaign_for
 from campaigns.judgments import InvalidLabel, StaleJudgment, SubmissionReused, Timing
-from campaigns.models import Assessor, Document, Label, RubricVersion
+from campaigns.models import Assessor, Label, RubricVersion
 
 SERVED_SALT = "pooljudge.served"
 # Seconds the page waits before sending a verdict again after the database failed to answer.
@@ -71,6 +73,16 @@ def _get_assignment_for_user(request: HttpRequest, slug: str, token: str) -> Ass
     if assignment is None:
         raise Http404("No such assignment.")
     return assignment
+
+
+def _scope(request: HttpRequest, slug: str, token: str, item_token: str) -> AssignmentItem:
+    """The item ``item_token`` of the logged-in user's assignment ``token`` in campaign ``slug``,
+    while they are one of its assessors, with its assignment, campaign, assessor, topic, current
+    judgment and the campaign's current rubric id (``rubric_pk``): one query, 404 otherwise."""
+    item = load_scope(user_id=request.user.pk, slug=slug, token=token, item_token=item_token)
+    if item is None:
+        raise Http404("No such document in this assignment.")
+    return item
 
 
 def _get_item(assignment: Assignment, token: str) -> AssignmentItem:
@@ -160,39 +172,39 @@ def _timing(request: HttpRequest, item: AssignmentItem) -> Timing:
 
 
 def _rubric(assignment: Assignment) -> tuple[RubricVersion | None, list[Label]]:
-    """The campaign's current rubric and its labels, fetched once per request."""
-    cached = getattr(assignment, "_rubric_cache", None)
-    if cached is None:
+    """The campaign's current rubric and its labels (the version's id comes with the scope
+    query; the labels from the worker's cache of immutable versions)."""
+    rubric_pk = getattr(assignment, "rubric_pk", None)
+    if rubric_pk is None:
         rubric = assignment.campaign.current_rubric()
-        cached = (rubric, list(rubric.labels.all()) if rubric else [])
-        assignment._rubric_cache = cached
-    return cached
+        rubric_pk = rubric.pk if rubric is not None else None
+        assignment.rubric_pk = rubric_pk
+    return rubric_and_labels(rubric_pk)
 
 
-def _panel_context(assignment: Assignment, item: AssignmentItem, **extra) -> dict:
+def _panel_context(
+    assignment: Assignment, item: AssignmentItem, *, panel: Panel | None = None, **extra
+) -> dict:
+    """The judging panel's context. ``panel`` (see assess.judging.panel_reads) is read here
+    when the caller has not read it already."""
     campaign = assignment.campaign
     rubric, labels = _rubric(assignment)
+    if panel is None:
+        panel = panel_reads(assignment, item=item)
     # Items are linked to their judgment when judged, and to earlier judgments of the same pair
-    # when they are created, so the item alone says whether the document is judged.
+    # when they are created, so the item alone says whether the document is judged. A judged
+    # document prefetches nothing: the next step from it is the assessor's choice.
     judgment = item.judgment
-    candidate = next_item(assignment, after=item.position) if judgment is None else None
-    if candidate is not None and candidate.pk == item.pk:
-        candidate = None
-    wanted = [item.doc_id] + ([candidate.doc_id] if candidate else [])
-    documents = {
-        doc.doc_id: doc
-        for doc in Document.objects.filter(campaign=campaign, doc_id__in=wanted).only(
-            "doc_id", "title", "body_html"
-        )
-    }
     upcoming = None
-    if candidate is not None:
+    if judgment is None and panel.upcoming is not None:
         upcoming = upcoming_state(
-            assignment, candidate, documents.get(candidate.doc_id), after=item
+            assignment,
+            panel.upcoming,
+            panel.upcoming_document,
+            after=item,
+            counts=panel.counts.get(panel.upcoming.topic_id),
         )
-    topic_progress = progress(assignment, topic=item.topic)
-    mark_served(item)
-    document = documents.get(item.doc_id)
+    document = panel.document
     return {
         "campaign": campaign,
         "assignment": assignment,
@@ -205,8 +217,8 @@ def _panel_context(assignment: Assignment, item: AssignmentItem, **extra) -> dic
         "judgment": judgment,
         "rubric": rubric,
         "labels": labels,
-        "previous": neighbour(item, -1),
-        "topic_progress": topic_progress[0] if topic_progress else None,
+        "previous": panel.previous,
+        "topic_progress": panel.progress,
         "upcoming": upcoming,
         "submission_id": uuid.uuid4(),
         "served": _served_token(item),
@@ -223,8 +235,8 @@ def _render_panel(request, context, *, status: int = 200) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def judge(request: HttpRequest, slug: str, token: str, item: str) -> HttpResponse:
-    assignment = _get_assignment_for_user(request, slug, token)
-    current = _get_item(assignment, item)
+    current = _scope(request, slug, token, item)
+    assignment = current.assignment
     if request.method == "GET":
         if current.withdrawn and current.judgment_id is None:
             return redirect("assess:start", slug=slug, token=token)
@@ -261,7 +273,14 @@ def _retry_answer(request: HttpRequest, assignment: Assignment, item: Assignment
 def _after_verdict(request: HttpRequest, assignment: Assignment, after: int, **extra):
     """The answer once a verdict is settled: the next document, or the finished page."""
     slug, token = assignment.campaign.slug, assignment.token
-    following = next_item(assignment, after=after)
+    panel = panel_reads(assignment, after=after)
+    following = panel.item
+    if following is None and assignment.mode == Assignment.Mode.QUEUE and assignment.active:
+        # Nothing left of this assessor's claims: claim the next document of the queue.
+        claimed = next_item(assignment, after=after)
+        if claimed is not None:
+            panel = panel_reads(assignment, item=claimed)
+            following = claimed
     status = 409 if extra.get("error") else 200
     if following is None:
         if request.htmx:
@@ -280,7 +299,8 @@ def _after_verdict(request: HttpRequest, assignment: Assignment, after: int, **e
     url = reverse("assess:judge", args=[slug, token, following.token])
     if not request.htmx and not extra:
         return redirect(url)
-    response = _render_panel(request, _panel_context(assignment, following, **extra), status=status)
+    context = _panel_context(assignment, following, panel=panel, **extra)
+    response = _render_panel(request, context, status=status)
     return push_url(response, url) if request.htmx else response
 
 
@@ -308,6 +328,9 @@ def _judge_post(request: HttpRequest, assignment: Assignment, current: Assignmen
             note=request.POST.get("note", "").strip()[:2000],
             unreadable=bool(request.POST.get("unreadable")),
             unsure=bool(request.POST.get("unsure")),
+            # The document the page moved on to: its first time on screen is recorded with
+            # this write (the page showed it from its prefetch, no GET served it).
+            shown_token=request.POST.get("upcoming", "").strip() if request.htmx else None,
         )
     except InvalidLabel:
         context = _panel_context(assignment, current, error="That label is not on the scale.")
@@ -331,7 +354,14 @@ def _judge_post(request: HttpRequest, assignment: Assignment, current: Assignmen
     except ItemTakenAway as exc:
         return _after_verdict(request, assignment, current.position, error=str(exc))
     if request.htmx:
-        # The page's script: only what changed (assess/answer.py).
+        # The page's script: only what changed (assess/answer.py), read in one statement: the
+        # document the page moved on to (or the next open one), what follows it, and the
+        # progress of the topics involved.
+        shown = request.POST.get("upcoming", "").strip()
+        if shown:
+            panel = panel_reads(assignment, shown=shown, also_topic=current.topic)
+        else:
+            panel = panel_reads(assignment, after=current.position, also_topic=current.topic)
         kind = "revised" if judgment.version > 1 else "saved"
         ack = acknowledgement(
             assignment=assignment,
@@ -339,6 +369,7 @@ def _judge_post(request: HttpRequest, assignment: Assignment, current: Assignmen
             kind=kind,
             name=label_name(labels, judgment.label),
             version=judgment.version,
+            counts=panel.counts.get(current.topic_id),
         )
-        return respond(request, assignment, current, ack)
+        return respond(request, assignment, current, ack, panel=panel)
     return _after_verdict(request, assignment, current.position)

@@ -35,6 +35,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.statistics_modes import MODES, set_mode  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "trec-covid-round1"
 QRELS = DATA / "qrels" / "qrels-rnd1.txt"
@@ -139,7 +140,7 @@ def fill_agreement() -> None:
         )
         columns = (
             "campaign_id, topic_id, doc_id, assessor_id, label, source, judged_at, "
-            "first_judged_at, note, unreadable, unsure, version"
+            "first_judged_at, note, unreadable, unsure, version, iteration"
         )
         stamp = "2025-03-01 09:00:00+00"
         lines = []
@@ -150,7 +151,7 @@ def fill_agreement() -> None:
             for who, given in ((first, label), (second, other)):
                 lines.append(
                     f"{campaign.pk}\t{topic}\tdoc{i:07d}\t{who.pk}\t{given}\tjudged\t{stamp}\t"
-                    f"{stamp}\t\tf\tf\t1\n"
+                    f"{stamp}\t\tf\tf\t1\t\n"
                 )
         with connection.cursor() as cursor:
             with cursor.cursor.copy(
@@ -206,6 +207,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="Keep the benchmark database.")
     parser.add_argument("--reuse", action="store_true", help="Reuse a kept benchmark database.")
+    parser.add_argument(
+        "--statistics",
+        choices=("both", *MODES),
+        default="both",
+        help="measure without planner statistics (none), after ANALYZE (fresh), or both",
+    )
     args = parser.parse_args()
     if not (DATA / "runs").is_dir() or not QRELS.is_file():
         sys.exit(f"{DATA} is absent: the benchmark needs the TREC-COVID round-1 runs and qrels.")
@@ -223,7 +230,10 @@ def main() -> None:
             print(f"importing {len(paths)} runs and the round-1 qrels …", flush=True)
             import_covid(paths)
             fill_agreement()
-        measure(paths, args.repeat)
+        for mode in MODES if args.statistics == "both" else (args.statistics,):
+            set_mode(mode)
+            print(f"--- planner statistics: {mode} ---", flush=True)
+            measure(paths, args.repeat)
     finally:
         from django.db import connections
 

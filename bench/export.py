@@ -39,6 +39,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.statistics_modes import MODES, set_mode  # noqa: E402
 
 TOPICS = 50
 ASSESSORS = 10
@@ -142,7 +143,7 @@ def fill() -> None:
         judgment_columns = (
             "campaign_id, topic_id, doc_id, assessor_id, label, rubric_version_id, source, "
             "position, served_at, judged_at, first_judged_at, seconds_on_screen, active_seconds, "
-            "note, unreadable, unsure, version"
+            "note, unreadable, unsure, version, iteration"
         )
         notes = [
             '=HYPERLINK("http://x")',
@@ -183,7 +184,7 @@ def fill() -> None:
                                 f"{rubric.pk}\tjudged\t{position}\t{stamp}\t{stamp}\t{stamp}\t"
                                 f"{rng.uniform(2, 90):.3f}\t{rng.uniform(1, 60):.3f}\t{note}\t"
                                 f"{'t' if d % 500 == 0 else 'f'}\t{'t' if d % 250 == 0 else 'f'}"
-                                "\t1\n"
+                                "\t1\t\n"
                             )
                     copy.write("".join(lines))
             entry_columns = "pool_id, topic_id, doc_id, provenance, sampled"
@@ -277,6 +278,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="Keep the benchmark database.")
     parser.add_argument("--reuse", action="store_true", help="Reuse a kept benchmark database.")
+    parser.add_argument(
+        "--statistics",
+        choices=("both", *MODES),
+        default="both",
+        help="measure without planner statistics (none), after ANALYZE (fresh), or both",
+    )
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--zip", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -301,35 +308,42 @@ def main() -> None:
 
         count = Judgment.objects.count()
         print(f"judgments={count:,} topics={TOPICS} assessors={ASSESSORS} (best of {args.repeat})")
-        # Floors and exports alternate, so that a change in the machine's load (a shared box)
-        # touches both alike; each figure is the best of its runs.
-        floors, exports = [], {False: [], True: []}
-        for _ in range(args.repeat):
-            floors.append(floor_seconds(target_url))
-            for zipped in (False, True):
-                with tempfile.TemporaryDirectory(prefix="pj-bench-export-") as tmp:
-                    exports[zipped].append(run_child(target_url, Path(tmp), zipped))
-        floor = min(f[0] for f in floors)
-        floor_sorted = min(f[1] for f in floors)
-        print(f"floor (COPY of the joined rows to /dev/null):        {floor:6.2f} s")
-        print(f"floor, sorted (COPY of the export's own query):      {floor_sorted:6.2f} s")
-        for zipped, runs in exports.items():
-            wall = min(r[0] for r in runs)
-            inside = min(r[1] for r in runs)
-            rss = max(r[2] for r in runs)
-            report = runs[0][3]
-            label = "zip (deflate 6)" if zipped else "directory"
-            print(
-                f"export {label:16s} wall {wall:6.2f} s, export itself {inside:6.2f} s "
-                f"({inside / floor:4.2f}x the floor), {report['bytes'] / 1e6:,.0f} MB written, "
-                f"peak RSS {rss:5.0f} MB; wall/floor {wall / floor:4.2f}x"
-            )
+        for mode in MODES if args.statistics == "both" else (args.statistics,):
+            set_mode(mode)
+            print(f"--- planner statistics: {mode} ---", flush=True)
+            measure(target_url, args.repeat)
     finally:
         from django.db import connections
 
         connections.close_all()
         if not args.keep:
             drop_database(url, name)
+
+
+def measure(target_url: str, repeat: int) -> None:
+    # Floors and exports alternate, so that a change in the machine's load (a shared box)
+    # touches both alike; each figure is the best of its runs.
+    floors, exports = [], {False: [], True: []}
+    for _ in range(repeat):
+        floors.append(floor_seconds(target_url))
+        for zipped in (False, True):
+            with tempfile.TemporaryDirectory(prefix="pj-bench-export-") as tmp:
+                exports[zipped].append(run_child(target_url, Path(tmp), zipped))
+    floor = min(f[0] for f in floors)
+    floor_sorted = min(f[1] for f in floors)
+    print(f"floor (COPY of the joined rows to /dev/null):        {floor:6.2f} s")
+    print(f"floor, sorted (COPY of the export's own query):      {floor_sorted:6.2f} s")
+    for zipped, runs in exports.items():
+        wall = min(r[0] for r in runs)
+        inside = min(r[1] for r in runs)
+        rss = max(r[2] for r in runs)
+        report = runs[0][3]
+        label = "zip (deflate 6)" if zipped else "directory"
+        print(
+            f"export {label:16s} wall {wall:6.2f} s, export itself {inside:6.2f} s "
+            f"({inside / floor:4.2f}x the floor), {report['bytes'] / 1e6:,.0f} MB written, "
+            f"peak RSS {rss:5.0f} MB; wall/floor {wall / floor:4.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -22,9 +22,9 @@ from campaigns.formats import DocumentRecord, iter_documents, parse_topics
 from campaigns.models import Campaign, Document, Topic
 from campaigns.sanitize import render_body
 from campaigns.textfiles import ParseError, Problem, decode_lines, iter_lines, read_bytes
+from pooljudge.common import ProgressFn, no_progress, refresh_planner_statistics
 
 Source = str | BinaryIO
-ProgressFn = Callable[[int, int | None, str], None]
 DOCUMENT_BATCH = 1000
 
 
@@ -64,10 +64,6 @@ def skipped_note(lines: list[int]) -> list[str]:
 def refuse(source: str, messages: Iterable[str]) -> ParseError:
     """A ParseError for problems found by cross-checks against the campaign, not by the parser."""
     return ParseError([Problem(source, None, message) for message in messages])
-
-
-def _no_progress(done: int, total: int | None, message: str) -> None:
-    return None
 
 
 @transaction.atomic
@@ -119,6 +115,7 @@ def import_topics(
             updated.append(topic)
     Topic.objects.bulk_create(created)
     Topic.objects.bulk_update(updated, ["title", "description", "narrative", "original_id"])
+    refresh_planner_statistics(Topic)
     return ImportSummary(
         "topics",
         {
@@ -139,7 +136,7 @@ def import_documents(
     format: str | None = None,
     keep: Container[str] | None = None,
     encoding: str | None = None,
-    progress: ProgressFn = _no_progress,
+    progress: ProgressFn = no_progress,
 ) -> ImportSummary:
     """Stream the file's documents into the campaign, replacing the text of documents it
     already has where it differs (the summary counts the ones that did not as unchanged). With
@@ -204,6 +201,7 @@ def import_documents(
         flush()
     if keep is None:
         del counts["skipped (not pooled)"]
+    refresh_planner_statistics(Document)
     return ImportSummary("documents", counts, notes=skipped_note(skipped))
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import importlib
 import logging
 import os
 import threading
@@ -127,6 +128,10 @@ def send(job_id: int) -> None:
     from pooljudge.celery import app
 
     job = Job.objects.get(pk=job_id)
+    if job.task_name not in app.tasks:
+        # A task named by string (e.g. pooling.pools.BUILD_TASK) whose module nothing has
+        # imported yet in this process: Celery registers a task when its module is imported.
+        importlib.import_module(job.task_name.rpartition(".")[0])
     task = app.tasks[job.task_name]
     try:
         task.apply_async(args=[job_id])

@@ -50,6 +50,7 @@ from campaigns.textfiles import (
     source_name,
     split_fields,
 )
+from pooljudge.common import trec_eval_keys
 
 RUN_COLUMNS = "topic Q0 docid rank score tag"
 # Ranks are stored in a 32-bit integer column.
@@ -83,13 +84,6 @@ class ParsedRun:
     topics: dict[str, RankedList]
     lines: int
     source: str
-
-
-def trec_eval_keys(scores: Sequence[float]) -> list[float]:
-    """The scores as trec_eval compares them: rounded to 32-bit floats (trec_eval, and
-    pytrec_eval with it, keep a run's scores in C floats; a score beyond a float's range becomes
-    infinite there too)."""
-    return array("f", scores).tolist()
 
 
 def trec_eval_order(

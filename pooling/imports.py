@@ -40,10 +40,10 @@ from pooling.formats import (
     read_spilled_run_file,
 )
 from pooling.models import PoolEntry, Run, RunTopic
+from pooljudge.common import ProgressFn, no_progress, refresh_planner_statistics
 
 log = logging.getLogger(__name__)
 
-ProgressFn = Callable[[int, int | None, str], None]
 COPY_COLUMNS = ("run_id", "topic_id", "docids", "scores", "ranks", "length")
 COPY_TYPES = ("int8", "int8", "text", "bytea", "bytea", "int4")
 # Parse in worker processes only when there is enough to parse: starting them costs ~0.2 s.
@@ -53,10 +53,6 @@ NO_POOL_YET = (
     "the campaign has no pools yet, so keeping only pooled documents would keep nothing; "
     "build a pool first or import every document."
 )
-
-
-def _no_progress(done: int, total: int | None, message: str) -> None:
-    return None
 
 
 def _topic_rows(
@@ -291,7 +287,7 @@ def import_runs(
     split_tags: bool = False,
     encoding: str | None = None,
     user=None,
-    progress: ProgressFn = _no_progress,
+    progress: ProgressFn = no_progress,
 ) -> ImportSummary:
     """Import run files (``topic Q0 docid rank score tag``) into the campaign.
 
@@ -358,6 +354,7 @@ def import_runs(
         if problems:
             raise problems.error()
         writer.finish()
+    refresh_planner_statistics(Run, RunTopic)
     progress(len(sources), len(sources), "done")
     if not counts["replaced"]:
         del counts["replaced"]

@@ -16,6 +16,7 @@ from django.db import models
 from django.db.models import Q
 
 from campaigns.models import ID_MAX_LENGTH, Campaign, Job, Topic, id_validator
+from pooling.spec import PoolSpec
 
 
 class RunQuerySet(models.QuerySet):
@@ -139,33 +140,17 @@ class Pool(models.Model):
         return f"{self.campaign.slug} pool v{self.version} ({self.strategy})"
 
     @property
+    def spec(self) -> PoolSpec:
+        """The pool's definition, typed (pooling.spec): read its parameters through this."""
+        return PoolSpec.from_params(self.strategy, self.params, self.seed)
+
+    @property
     def is_residual(self) -> bool:
-        return bool(self.params.get("residual"))
+        return self.spec.residual
 
     def describe(self) -> str:
         """Strategy and parameters in one line, for tables and the exported documentation."""
-        p = self.params
-        if self.strategy == self.Strategy.DEPTH:
-            text = f"depth {p.get('depth')}"
-            if p.get("depth_per_run"):
-                text += " (per-run depths)"
-        elif self.strategy == self.Strategy.SAMPLE:
-            strata = ", ".join(
-                f"{s['first_rank']}-{s['last_rank']} at {s['rate']:.0%}"
-                for s in p.get("strata", [])
-            )
-            text = f"stratified sample ({strata}), seed {self.seed}"
-        elif self.strategy == self.Strategy.RRF:
-            text = f"RRF budget {p.get('budget')} per topic, k={p.get('k', 60)}"
-        else:
-            text = f"RBP budget {p.get('budget')} per topic, p={p.get('p')}, {p.get('aggregate')}"
-        if p.get("order") == "file_rank":
-            text += ", file rank order"
-        if self.is_residual:
-            text += ", residual"
-        if p.get("adjudication"):
-            text += f", adaptive {p['adjudication']['order']} order"
-        return text
+        return self.spec.describe()
 
 
 class PoolEntry(models.Model):

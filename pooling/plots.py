@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.utils.html import escape
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.safestring import SafeString
 
 from pooling.strategies import PlannerRow
+from pooljudge.common import svg_document
 
 WIDTH, HEIGHT = 640, 340
 TIMES, EN_DASH = "\N{MULTIPLICATION SIGN}", "\N{EN DASH}"
@@ -90,15 +91,9 @@ def _number(value: float) -> str:
 
 
 def _svg(title: str, description: str, body: list[str], *, ident: str, frame: Frame) -> SafeString:
-    head = (
-        f'<svg xmlns="http://www.w3.org/2000/svg" '
-        f'viewBox="0 0 {frame.width_total:g} {frame.height_total:g}" role="img" '
-        f'aria-label="{escape(title)}" aria-describedby="{ident}-desc" class="plot-svg">'
-        f'<title id="{ident}-title">{escape(title)}</title>'
-        f'<desc id="{ident}-desc">{escape(description)}</desc>'
+    return svg_document(
+        title, description, body, ident=ident, width=frame.width_total, height=frame.height_total
     )
-    # Every text in the SVG went through escape().
-    return mark_safe(head + "".join(body) + "</svg>")
 
 
 def _y_axis(frame: Frame, ticks: list[float], to_y, label: str) -> list[str]:

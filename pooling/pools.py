@@ -13,7 +13,7 @@ import dataclasses
 import gc
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from django.db import connection, transaction
@@ -26,19 +26,18 @@ from campaigns.models import Campaign, Judgment, Topic
 from pooling import adaptive, strategies
 from pooling.adjudication import AdjudicationError
 from pooling.models import Pool, PoolEntry, Run, RunTopic
+from pooljudge.common import ProgressFn, median, no_progress, refresh_planner_statistics
 
-ProgressFn = Callable[[int, int | None, str], None]
 ORDERS = ("trec_eval", "file_rank")
+# The Celery task that builds a pool (pooling.tasks), by name: the task module imports this one,
+# and naming it here rather than importing it keeps the import graph one-way.
+BUILD_TASK = "pooling.tasks.build_pool_task"
 DEFAULT_SECONDS_PER_JUDGMENT = 30.0
 PLANNER_DEPTHS = (1, 5, 10, 20, 50, 100)
 
 
 class PoolDefinitionError(ValueError):
     """The requested pool cannot be built as asked (a sentence for the organiser)."""
-
-
-def _no_progress(done: int, total: int | None, message: str) -> None:
-    return None
 
 
 # --- Reading runs ---------------------------------------------------------------------------------
@@ -260,11 +259,9 @@ def create_pool(
     )
     pool.runs.set(runs)
     pool.topics.set(topic_list)
-    from pooling.tasks import build_pool_task
-
     pool.job = jobs.enqueue(
         kind="build_pool",
-        task=build_pool_task,
+        task=BUILD_TASK,
         campaign=campaign,
         params={"pool": pool.pk, "version": pool.version},
         user=user,
@@ -276,45 +273,34 @@ def create_pool(
 # --- Building a pool ------------------------------------------------------------------------------
 
 
-def _read_depth(pool: Pool) -> int | None:
-    p = pool.params
-    if pool.strategy == Pool.Strategy.DEPTH:
-        return max([p["depth"], *p.get("depth_per_run", {}).values()])
-    if pool.strategy == Pool.Strategy.SAMPLE:
-        return max(s["last_rank"] for s in p["strata"])
-    return p.get("depth")
-
-
 def _compute(pool: Pool, runs: strategies.Runs, topic_ids: list[str]) -> strategies.Pool:
-    p = pool.params
-    if pool.strategy == Pool.Strategy.DEPTH:
-        depth: int | dict[str, int] = p["depth"]
-        if p.get("depth_per_run"):
-            depth = {key: p["depth_per_run"].get(key, p["depth"]) for key in runs}
-        return strategies.depth_pool(runs, depth=depth, topics=topic_ids)
-    if pool.strategy == Pool.Strategy.SAMPLE:
-        strata = [strategies.Stratum(**s) for s in p["strata"]]
-        return strategies.sample_pool(runs, strata=strata, seed=pool.seed, topics=topic_ids)
-    if pool.strategy == Pool.Strategy.RRF:
+    spec = pool.spec
+    if spec.strategy == Pool.Strategy.DEPTH:
+        return strategies.depth_pool(runs, depth=spec.run_depths(runs), topics=topic_ids)
+    if spec.strategy == Pool.Strategy.SAMPLE:
+        return strategies.sample_pool(
+            runs, strata=list(spec.strata), seed=spec.seed, topics=topic_ids
+        )
+    if spec.strategy == Pool.Strategy.RRF:
         return strategies.rrf_pool(
-            runs, budget=p["budget"], k=p.get("k", 60), depth=p.get("depth"), topics=topic_ids
+            runs, budget=spec.budget, k=spec.k, depth=spec.base_depth, topics=topic_ids
         )
     return strategies.rbp_pool(
         runs,
-        budget=p["budget"],
-        p=p["p"],
-        aggregate=p["aggregate"],
-        depth=p.get("depth"),
+        budget=spec.budget,
+        p=spec.p,
+        aggregate=spec.aggregate,
+        depth=spec.base_depth,
         topics=topic_ids,
     )
 
 
 def stats_depth(pool: Pool, runs: strategies.Runs) -> int | dict[str, int]:
     """How deep each run counts as "contributing" for the pool's statistics."""
-    p = pool.params
-    if pool.strategy == Pool.Strategy.DEPTH and p.get("depth_per_run"):
-        return {key: p["depth_per_run"].get(key, p["depth"]) for key in runs}
-    depth = _read_depth(pool)
+    spec = pool.spec
+    if spec.strategy == Pool.Strategy.DEPTH and spec.depth_per_run:
+        return spec.run_depths(runs)
+    depth = spec.read_depth
     if depth is None:
         depth = max((len(docs) for topics in runs.values() for docs in topics.values()), default=0)
     return depth
@@ -461,7 +447,7 @@ class _EntryWriter:
             copying.close()
 
 
-def build_pool(*, pool: Pool, progress: ProgressFn = _no_progress) -> dict[str, Any]:
+def build_pool(*, pool: Pool, progress: ProgressFn = no_progress) -> dict[str, Any]:
     """Fill ``pool`` with its entries and statistics and mark it built (in the caller's
     transaction). Building a pool that is already built changes nothing.
 
@@ -482,9 +468,8 @@ def build_pool(*, pool: Pool, progress: ProgressFn = _no_progress) -> dict[str, 
     topic_ids = [t.topic_id for t in topics]
     topic_pks = {t.topic_id: t.pk for t in topics}
     progress(0, len(topics), "reading runs")
-    runs = ranked_lists(
-        runs_qs, topics=topics, order=pool.params.get("order", "trec_eval"), depth=_read_depth(pool)
-    )
+    spec = pool.spec
+    runs = ranked_lists(runs_qs, topics=topics, order=spec.order, depth=spec.read_depth)
     judged = judged_pairs(pool.campaign)
     relevant = relevant_pairs(pool.campaign)
     progress(0, len(topics), "pooling")
@@ -510,6 +495,7 @@ def build_pool(*, pool: Pool, progress: ProgressFn = _no_progress) -> dict[str, 
     pool.status = Pool.Status.BUILT
     pool.built_at = timezone.now()
     pool.save(update_fields=["stats", "size", "status", "built_at"])
+    refresh_planner_statistics(PoolEntry)
     return {
         "pool": pool.pk,
         "version": pool.version,
@@ -531,16 +517,14 @@ def mark_failed(pool_id: int, status: str) -> None:
 def seconds_per_judgment(campaign: Campaign) -> tuple[float, bool]:
     """The campaign's median active seconds per judgment once there are enough judgments
     (True), else the stated default (False)."""
-    values = sorted(
+    values = list(
         Judgment.objects.filter(
             campaign=campaign, source=Judgment.Source.JUDGED, active_seconds__isnull=False
         ).values_list("active_seconds", flat=True)[:20000]
     )
     if len(values) < 20:
         return DEFAULT_SECONDS_PER_JUDGMENT, False
-    middle = len(values) // 2
-    median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
-    return float(median), True
+    return median(values), True
 
 
 def plan(

@@ -2,7 +2,10 @@ from celery import shared_task
 
 from campaigns.imports import run_import_job
 from campaigns.jobs import run_job
+from campaigns.models import Job
 from pooling.imports import documents_importer, runs_importer
+from pooling.models import Pool
+from pooling.pools import BUILD_TASK, build_pool, mark_failed
 
 
 @shared_task(bind=True)
@@ -16,9 +19,6 @@ def import_documents_task(self, job_id: int) -> None:
 
 
 def _build(job, progress):
-    from pooling.models import Pool
-    from pooling.pools import build_pool
-
     pool = Pool.objects.get(pk=job.params["pool"])
     return build_pool(
         pool=pool,
@@ -26,12 +26,8 @@ def _build(job, progress):
     )
 
 
-@shared_task(bind=True)
+@shared_task(bind=True, name=BUILD_TASK)
 def build_pool_task(self, job_id: int) -> None:
-    from campaigns.models import Job
-    from pooling.models import Pool
-    from pooling.pools import mark_failed
-
     run_job(self, job_id, _build)
     job = Job.objects.filter(pk=job_id).first()
     if job is not None and job.status in (Job.Status.FAILED, Job.Status.CANCELLED):

@@ -91,9 +91,28 @@ def database_from_url(url: str, *, conn_max_age: int) -> dict:
         "PORT": str(parts.port or ""),
         # Persistent connections: a new connection per request costs about 5x throughput.
         "CONN_MAX_AGE": conn_max_age,
-        "CONN_HEALTH_CHECKS": True,
-        "OPTIONS": dict(parse_qsl(parts.query)),
+        # Off by default: a health check is a `SELECT 1` round trip at the start of every request
+        # on a reused connection (a sixth statement on a judgment). A connection that died since
+        # (a restarted server, a killed backend) fails that request's first query instead; Django
+        # closes it at the end of the request, and the judging page answers 503 and re-sends the
+        # same submission id (assess/views.py), so nothing is lost or stored twice.
+        "CONN_HEALTH_CHECKS": env_bool("DB_HEALTH_CHECKS", False),
+        "OPTIONS": {
+            # psycopg 3 server-side binding: parameters travel apart from the SQL, and psycopg
+            # prepares a statement it has run 5 times on the connection, so PostgreSQL stops
+            # re-planning the judging round trip's statements. Behind PgBouncer in transaction
+            # mode (before 1.21, or without max_prepared_statements) set DB_SERVER_SIDE_BINDING=0:
+            # a prepared statement lives in one server connection, the next transaction may not.
+            **_server_side_binding(env_bool("DB_SERVER_SIDE_BINDING", True)),
+            **dict(parse_qsl(parts.query)),
+        },
     }
+
+
+def _server_side_binding(on: bool) -> dict:
+    # Django turns psycopg's statement preparation off (prepare_threshold None) unless asked;
+    # it only works with server-side binding, so the two go together.
+    return {"server_side_binding": True, "prepare_threshold": 5} if on else {}
 
 
 def data_dir(base: Path) -> Path:

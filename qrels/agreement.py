@@ -41,7 +41,6 @@ statistic is undefined are left out of that statistic's interval.
 from __future__ import annotations
 
 import math
-import re
 import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -50,6 +49,8 @@ from itertools import combinations
 
 import krippendorff
 import numpy as np
+
+from pooljudge.common import natural_key
 
 Judgments = Mapping[str, Mapping[tuple[str, str], int]]
 
@@ -248,10 +249,6 @@ def _encode(
     return out_labels, relevant, encoded
 
 
-def _natural_key(text: str) -> tuple:
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
-
-
 def _intervals(samples: dict[str, np.ndarray]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per statistic, percentile (low, high) over the first (replicate) axis."""
     tail = (1 - CI_LEVEL) / 2 * 100
@@ -362,7 +359,7 @@ def pairwise_agreement(
             np.int64,
             len(common),
         )
-        topics = sorted(topic_ids, key=_natural_key)
+        topics = sorted(topic_ids, key=natural_key)
         # Renumber topics into natural order so that row t of the stack is topics[t].
         rank = np.empty(len(topics), dtype=np.int64)
         rank[[topic_ids[t] for t in topics]] = np.arange(len(topics))
@@ -505,7 +502,7 @@ def pairwise_from_counts(
         topics = tallies.get((b, a) if swap else (a, b))
         if not topics:
             continue
-        ordered = sorted(topics, key=_natural_key)
+        ordered = sorted(topics, key=natural_key)
         by_topic = np.zeros((len(ordered), k, k), dtype=np.int64)
         negative: NegativeCells = {}
         for t, topic in enumerate(ordered):

@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import ir_measures
 import pytrec_eval
 
-from pooling.formats import trec_eval_keys
+from pooljudge.common import trec_eval_order
 
 MEASURES = ("AP", "nDCG@10", "P@10", "Rprec", "bpref", "infAP", "Judged@10")
 
@@ -139,35 +139,6 @@ class UnjudgedRow:
     unjudged: dict[int, float]  # depth -> mean over topics of the unjudged share of the top depth
     topics: int  # qrels topics the run returned documents for (the mean is over these)
     per_topic: dict[int, dict[str, float]] = field(default_factory=dict)  # depth -> topic -> share
-
-
-def trec_eval_order(ranking: Mapping[str, float], depth: int | None = None) -> list[str]:
-    """Document ids in trec_eval's order: score descending compared as trec_eval compares it
-    (a 32-bit float, :func:`pooling.formats.trec_eval_keys`), ties by document id descending:
-    the order pytrec_eval evaluates and pools are cut in.
-
-    With ``depth``, only the first ``depth`` of them, found without sorting the whole ranking.
-    """
-    if depth is not None and depth <= 0:
-        return []
-    docs = list(ranking)
-    keys = trec_eval_keys(ranking.values())
-    if depth is None or len(docs) <= depth:
-        candidates: Iterable[int] = range(len(docs))
-    else:
-        ordered = sorted(keys)
-        floor = ordered[-depth]
-        if ordered[-depth - 1] < floor and min(keys[:depth]) >= floor:
-            # Runs usually arrive best first (the mapping keeps stored order): when exactly
-            # `depth` keys reach the floor and the first `depth` entries all do, those are
-            # the top `depth`, in whatever order.
-            candidates = range(depth)
-        else:
-            # Every document at or above the floor: ties across the boundary are all kept, and
-            # the sort below (on a handful) breaks them by document id.
-            candidates = [i for i, key in enumerate(keys) if key >= floor]
-    top = sorted(candidates, key=lambda i: (keys[i], docs[i]), reverse=True)
-    return [docs[i] for i in top[:depth]]
 
 
 def _qrels_for_trec_eval(qrels: Qrels) -> dict[str, dict[str, int]]:

@@ -55,6 +55,7 @@ from django.utils import timezone
 import pooljudge
 from campaigns.models import Assessor, Campaign, Judgment, RubricVersion
 from pooling.models import Pool, PoolEntry, Run
+from pooljudge.common import RISKY_FIRST, ProgressFn, neutralise, no_progress
 from qrels import agreement, sampled
 from qrels.formats import write_qrels
 from qrels.policies import (
@@ -81,7 +82,6 @@ from qrels.policies import (
     unjudged_label,
 )
 
-ProgressFn = Callable[[int, int | None, str], None]
 FORMAT = "pooljudge-export/1"
 SIDECAR_COLUMNS = (
     "topic",
@@ -106,10 +106,6 @@ SIDECAR_COLUMNS = (
     "note",
 )
 TEXT_COLUMNS = ("topic", "docid", "assessor", "source", "iteration", "note")
-# A spreadsheet reads a cell starting with one of these as a formula (or, for tab and carriage
-# return, may shift it into one); a leading quote is added to such text cells, and to cells that
-# already start with a quote, so that removing one leading quote always restores the value.
-RISKY_FIRST = frozenset("=+-@'\t\r")
 SAFETY_RULE = (
     "Text cells (topic, docid, assessor, source, iteration, note) that start with = + - @ ' or "
     "a tab or carriage return get one extra ' in front, so no spreadsheet reads them as a "
@@ -132,10 +128,6 @@ SIDECAR_FLUSH_LINES = 8192
 
 class ExportError(ValueError):
     """The export cannot be made as asked (a sentence for the organiser); nothing was written."""
-
-
-def _no_progress(done: int, total: int | None, message: str) -> None:
-    return None
 
 
 @dataclass(frozen=True)
@@ -393,11 +385,6 @@ def _safe(text: str) -> str:
     return text
 
 
-def neutralise(value: str) -> str:
-    """The spreadsheet-safety rule on a raw (unescaped) value; :func:`decode_cell` undoes it."""
-    return "'" + value if value[:1] in RISKY_FIRST else value
-
-
 def decode_cell(cell: str) -> str:
     """A TSV text cell back to its value: undo the escapes, then remove one leading quote."""
     value = unescape(cell)
@@ -405,7 +392,8 @@ def decode_cell(cell: str) -> str:
 
 
 def _neutralised_sql(expression: str) -> str:
-    risky = ", ".join(["'='", "'+'", "'-'", "'@'", "''''", "chr(9)", "chr(13)"])
+    """:func:`pooljudge.common.neutralise` in SQL, built from the same RISKY_FIRST."""
+    risky = ", ".join(f"chr({ord(first)})" for first in sorted(RISKY_FIRST))
     return (
         f"(CASE WHEN left({expression}, 1) IN ({risky}) THEN '''' || {expression} "
         f"ELSE {expression} END)"
@@ -788,7 +776,7 @@ def export_bundle(
     usernames: bool = False,
     pool: Pool | None = None,
     zip: bool = False,
-    progress: ProgressFn = _no_progress,
+    progress: ProgressFn = no_progress,
     name: str | None = None,
     compresslevel: int = 6,
     now: datetime | None = None,
@@ -1742,7 +1730,7 @@ class ChunkWriter:
         self.seq += 1
 
 
-def build_stored_export(*, export, progress: ProgressFn = _no_progress) -> dict[str, Any]:
+def build_stored_export(*, export, progress: ProgressFn = no_progress) -> dict[str, Any]:
     """Build ``export``'s zip into its chunks (replacing any from an earlier attempt) and record
     its size, SHA-256, README and counts. Raises what :func:`export_bundle` raises."""
     from qrels.models import ExportChunk

@@ -15,6 +15,7 @@ from campaigns.imports import ImportSummary, refuse
 from campaigns.models import Assessor, Campaign, Judgment, JudgmentRevision
 from campaigns.scales import scale_advice
 from campaigns.textfiles import ProblemCollector, decode_lines, read_bytes, shown
+from pooljudge.common import refresh_planner_statistics
 from qrels.formats import parse_qrels
 
 
@@ -132,6 +133,7 @@ def import_qrels(
         }
     )
     source_assessor.save(update_fields=["details"])
+    refresh_planner_statistics(Judgment, JudgmentRevision)
     return ImportSummary(
         "qrels",
         {"new judgments": len(new), "revised": len(revised), "unchanged": unchanged},

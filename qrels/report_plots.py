@@ -14,9 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from django.utils.html import escape
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.safestring import SafeString
 
 from pooling.plots import Frame, nice_ticks
+from pooljudge.common import svg_document
 
 ACCENT, MUTED_LINE, GRID, AXIS, TEXT, OK, WARN = (
     "#2d5bd3",
@@ -28,20 +29,6 @@ ACCENT, MUTED_LINE, GRID, AXIS, TEXT, OK, WARN = (
     "#8a5a00",
 )
 ARROW, TIMES = "\N{RIGHTWARDS ARROW}", "\N{MULTIPLICATION SIGN}"
-
-
-def _svg(
-    title: str, description: str, body: list[str], *, ident: str, width: float, height: float
-) -> SafeString:
-    head = (
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width:g} {height:g}" '
-        f'role="img" aria-label="{escape(title)}" aria-describedby="{ident}-desc" '
-        f'class="plot-svg">'
-        f'<title id="{ident}-title">{escape(title)}</title>'
-        f'<desc id="{ident}-desc">{escape(description)}</desc>'
-    )
-    # Every text in the SVG went through escape().
-    return mark_safe(head + "".join(body) + "</svg>")
 
 
 def _short(text: str, limit: int) -> str:
@@ -138,7 +125,7 @@ def confusion_heatmap(
         f"Confusion matrix of {total:,} pairs judged by both {a} and {b}: they gave the same "
         f"label to {agree:,} ({agree / total:.1%}). {cells}."
     )
-    return _svg(
+    return svg_document(
         f"Labels of {a} against {b}", description, body, ident=ident, width=width, height=height
     )
 
@@ -217,7 +204,7 @@ def bump_chart(
     description = f"Ranks of {n} runs by {measure} under {first} (left) and {second} (right). " + (
         f"{len(moved)} runs change place: {changes}." if moved else "No run changes place."
     )
-    return _svg(
+    return svg_document(
         f"Ranking of runs under two qrels ({measure})",
         description,
         body,
@@ -313,7 +300,7 @@ def topic_bars(
         + ". "
         + " ".join(f"{t}: {'none' if v is None else f'{v:.3f}'}." for t, v in values[:60])
     )
-    return _svg(
+    return svg_document(
         f"{measure} per topic",
         description,
         body,

@@ -37,6 +37,7 @@ from campaigns.access import get_campaign_for
 from campaigns.models import Assessor, Campaign, Job, Judgment, Upload
 from campaigns.uploads import UploadRefused, store_upload, upload_refusals
 from pooling.models import Pool
+from pooljudge.common import neutralise
 from qrels import agreement, report_plots, runscores
 from qrels.evaluation import MEASURES
 from qrels.policies import PolicyConflict, default_policy
@@ -88,8 +89,8 @@ def _csv(header: list[str], rows: list[list[Any]]) -> str:
 def _cell(value: Any) -> Any:
     if isinstance(value, float):
         return repr(round(value, 6))
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value  # a spreadsheet would run it as a formula
+    if isinstance(value, str):
+        return neutralise(value)
     return value
 
 

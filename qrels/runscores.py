@@ -17,9 +17,8 @@ distinction and every other measure here treats -1 exactly as an absent pair.
 from __future__ import annotations
 
 import io
-import re
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -30,12 +29,12 @@ from django.db.models import Count, Exists, Max, OuterRef, Q, Sum
 
 from campaigns.models import Assessor, Campaign, Judgment, Label, Topic
 from pooling.models import Pool, PoolEntry, Run, RunTopic
+from pooljudge.common import ProgressFn, natural_key, no_progress
 from qrels import agreement, evaluation, sampled
 from qrels.policies import POLICIES, campaign_qrels, default_policy, per_assessor_qrels
 
 Qrels = dict[str, dict[str, int]]
 Runs = dict[str, dict[str, dict[str, float]]]
-ProgressFn = Callable[[int, int | None, str], None]
 
 # Reports over at most this many ranked documents (the sum of the current runs' list lengths)
 # are computed while the page loads (a tenth of a second per 100,000 on one core); bigger ones
@@ -47,19 +46,10 @@ SOURCE_KINDS = ("campaign", "assessor", "upload")
 FIVE = ("AP", "nDCG@10", "P@10", "Rprec", "bpref")
 
 
-def _no_progress(done: int, total: int | None, message: str) -> None:
-    return None
-
-
-def natural_key(text: str) -> tuple:
-    """ "2" before "10", and text after numbers; ids stay strings (only the order is natural)."""
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", text))
-
-
 # --- Stored runs ---------------------------------------------------------------------------------
 
 
-def stored_runs(*, runs: Iterable[Run], progress: ProgressFn = _no_progress) -> Runs:
+def stored_runs(*, runs: Iterable[Run], progress: ProgressFn = no_progress) -> Runs:
     """run tag -> topic id -> document id -> score, for ``runs`` (in their order).
 
     One query for the RunTopic rows as tuples; the scores are the packed float64 of the import
@@ -104,7 +94,7 @@ BATCH_DOCUMENTS = 250_000
 
 
 def stored_run_batches(
-    *, runs: Sequence[Run], progress: ProgressFn = _no_progress, documents: int | None = None
+    *, runs: Sequence[Run], progress: ProgressFn = no_progress, documents: int | None = None
 ) -> Iterator[Runs]:
     """:func:`stored_runs` for ``runs`` a few at a time (in their order), each batch holding
     about ``documents`` (default BATCH_DOCUMENTS) ranked documents, so that scoring every run
@@ -304,12 +294,7 @@ def pool_depth(pool: Pool) -> int | None:
     """The depth to which every run contributed to ``pool``: the depth of a depth pool (the
     default one where runs have their own), the last sampled rank of a stratified sample, and the
     cap of a fusion pool if it has one; None when the pool has no depth."""
-    params = pool.params or {}
-    if pool.strategy == Pool.Strategy.DEPTH:
-        return params.get("depth")
-    if pool.strategy == Pool.Strategy.SAMPLE:
-        return max((s["last_rank"] for s in params.get("strata", [])), default=None)
-    return params.get("depth")
+    return pool.spec.depth
 
 
 def pool_facts(pool: Pool, qrels: Qrels) -> dict[str, Any]:
@@ -325,7 +310,7 @@ def pool_facts(pool: Pool, qrels: Qrels) -> dict[str, Any]:
         "description": pool.describe(),
         "strategy": pool.strategy,
         "depth": pool_depth(pool),
-        "per_run_depths": bool((pool.params or {}).get("depth_per_run")),
+        "per_run_depths": bool(pool.spec.depth_per_run),
         "runs": sorted(pool.runs.values_list("tag", flat=True)),
         "size": size,
         "judged": judged,
@@ -368,7 +353,7 @@ def evaluation_report(
     source: QrelsSource,
     uploaded: Qrels | None = None,
     measures: Sequence[str] | None = None,
-    progress: ProgressFn = _no_progress,
+    progress: ProgressFn = no_progress,
 ) -> dict[str, Any]:
     """Every current run scored against the qrels of ``source`` at the campaign's threshold:
     means over all qrels topics (trec_eval -c), per-topic values, unjudged share of the top 10,
@@ -500,7 +485,7 @@ def _inferred_notes(pool: Pool | None, measures: Sequence[str]) -> dict[str, Any
     different rates; None when the pairs are not a sampled pool's."""
     if pool is None:
         return None
-    rates = sorted({s["rate"] for s in (pool.params or {}).get("strata", [])})
+    rates = sorted({s.rate for s in pool.spec.strata})
     warning = ""
     if "infAP" in measures and len(rates) > 1:
         warning = (
@@ -516,6 +501,8 @@ def _inferred_notes(pool: Pool | None, measures: Sequence[str]) -> dict[str, Any
             "nDCG and P@k from it, weighting each stratum by its sampling rate (Yilmaz, "
             "Kanoulas & Aslam, SIGIR 2008, as NIST's sample_eval computes them); the ranges are "
             "95 % bootstrap intervals over topics."
+            if any(map(sampled.is_inferred, measures))
+            else ""
         ),
         "warning": warning,
     }
@@ -576,7 +563,7 @@ def stability_report(
     measure: str = "AP",
     common_topics: bool = True,
     uploaded: Mapping[str, Qrels] | None = None,
-    progress: ProgressFn = _no_progress,
+    progress: ProgressFn = no_progress,
 ) -> dict[str, Any]:
     """The ordering of the current runs by ``measure`` under two qrels, Kendall's tau between
     the orderings, and the pairs of runs that swap (seed 000). ``uploaded`` holds the parsed
@@ -665,7 +652,7 @@ def pool_bias_report(
     measure: str = "AP",
     policy: str | None = None,
     include_imported: bool = True,
-    progress: ProgressFn = _no_progress,
+    progress: ProgressFn = no_progress,
 ) -> dict[str, Any]:
     """Seed 000's leave-one-out test for every run that built ``pool``, and seed 003's warning
     sign for every run: the unjudged share of its top 10 and of its top pool-depth, with the
@@ -1017,7 +1004,7 @@ def run_report(
     report: str,
     options: Mapping[str, Any],
     uploaded: Mapping[str, Qrels] | None = None,
-    progress: ProgressFn = _no_progress,
+    progress: ProgressFn = no_progress,
 ) -> dict[str, Any]:
     """Compute ``report`` from JSON-safe ``options`` (what a page's form chose, and what a job
     stores); ``uploaded`` maps the option key of an upload source ("source", "first" or

@@ -151,10 +151,26 @@
       var fresh = card.content.firstElementChild;
       if (old && fresh) { old.replaceWith(document.importNode(fresh, true)); }
       card.remove();
+      guidelinesFor(data.topic);
       topicChanged();
     }
     resetTimer();
     reveal();
+  }
+
+  function guidelinesFor(id) {
+    // The guidelines panel's part for the topic: the new topic's narrative.
+    var part = $("#guidelines .guidelines-topic");
+    var narrative = $("#judge .topic-card .topic-narr p:last-child");
+    if (!part) { return; }
+    part.replaceChildren();
+    if (narrative) {
+      var heading = document.createElement("h3");
+      heading.textContent = "For topic " + id;
+      var text = document.createElement("p");
+      text.textContent = narrative.textContent;
+      part.append(heading, text);
+    }
   }
 
   function topicChanged() {
@@ -324,21 +340,29 @@
       credentials: "same-origin",
       headers: { "HX-Request": "true", "X-CSRFToken": entry.fields.get("csrfmiddlewaretoken") || "" },
     }).then(function (response) {
-      return response.text().then(function (text) { return { status: response.status, text: text }; });
+      return response.text().then(function (text) {
+        return { status: response.status, text: text, after: response.headers.get("Retry-After") };
+      });
     }).then(function (answer) {
-      if (answer.status >= 500 || answer.status === 429) { throw new Error("server " + answer.status); }
+      if (answer.status >= 500 || answer.status === 429) {
+        // Not confirmed (docs/judging-protocol.md): the same request again, after Retry-After.
+        var busy = new Error("server " + answer.status);
+        busy.after = Number(answer.after) * 1000 || 0;
+        throw busy;
+      }
       sending = false;
       failures = 0;
       queue.shift();
       received(answer.status, answer.text);
       pump();
-    }).catch(function () {
+    }).catch(function (error) {
       // The same request again (same submission id: a replay stores nothing twice).
       sending = false;
       failures += 1;
       if (failures <= RETRIES) {
         announce("Not confirmed yet: retrying…");
-        window.setTimeout(pump, Math.min(8000, 400 * Math.pow(2, failures - 1)));
+        var wait = Math.min(8000, 400 * Math.pow(2, failures - 1));
+        window.setTimeout(pump, Math.max(wait, (error && error.after) || 0));
       } else {
         failures = 0;
         notice = "Not saved yet: no answer from the server. Your " + queue.length +
@@ -393,6 +417,9 @@
         refuse(queue.splice(0).concat(waiting.splice(0)),
           "the document on screen was no longer yours to judge.");
       }
+      // A verdict still queued moved on to this document: its answer should prefetch after it.
+      var pending = queue.length ? queue[queue.length - 1] : null;
+      if (pending && pending.next === null && fresh.dataset.item) { pending.next = fresh.dataset.item; }
       replacePanel(fresh);
       updateProgress(ack);
       flushWaiting();

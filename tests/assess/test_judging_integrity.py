@@ -87,7 +87,7 @@ def test_a_database_failure_answers_with_a_message_and_the_retry_is_idempotent(
     item = next_item(primary)
     form = {**_form(client, primary, item), "label": "2"}
     # The verdict is committed, then the connection dies before the answer is built.
-    with mock.patch("assess.views.next_item", side_effect=OperationalError("server closed")):
+    with mock.patch("assess.views.panel_reads", side_effect=OperationalError("server closed")):
         failed = client.post(_url(primary, item), form, HTTP_HX_REQUEST="true")
     assert failed.status_code == 503
     assert "not confirmed" in failed.content.decode()

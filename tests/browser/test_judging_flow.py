@@ -199,6 +199,10 @@ def test_a_topic_break_waits_for_enter_and_label_keys_do_nothing(
     page.keyboard.press("Enter")
     assert page.locator("#judge .doc-view").is_visible()
     assert page.locator(".topic-card h1").inner_text() == "Topic 302 title"
+    # The guidelines panel's topic part follows the new topic too.
+    guidelines = page.locator("#guidelines .guidelines-topic").text_content()
+    assert "For topic 302" in guidelines
+    assert "Relevant documents discuss topic 302." in guidelines
     page.keyboard.press("0")
     _saved(page)
     assert Judgment.objects.filter(topic__topic_id="302").get().label == 0
@@ -220,8 +224,7 @@ def test_keys_typed_during_a_slow_save_are_applied_in_order(
     page.goto(_start(live_server, work))
     page.wait_for_load_state("networkidle")
     started = time.monotonic()
-    for key in "120":
-        page.keyboard.press(key)
+    page.keyboard.type("120")  # no delay between the keys
     assert time.monotonic() - started < 0.5
     # The third key found no document on screen yet: it waits, visibly, for the next one.
     assert "will apply to it" in page.locator("#judge-queue").inner_text()
@@ -326,3 +329,35 @@ def test_guidelines_open_with_g_and_keys_without_javascript(
     plain.locator(".help-toggle").click()
     assert plain.url.split("?")[0].endswith("/keys/")
     assert plain.locator("dl.keys-list").is_visible()
+
+
+def test_a_save_the_server_did_not_confirm_is_sent_again_and_stored_once(
+    live_server, login, assessor_a, campaign
+):
+    work = _work(campaign, assessor_a, docs=3)
+    first = open_items(work).order_by("position").first()
+    page = login(assessor_a)
+    page.goto(_start(live_server, work))
+    _listen(page)
+    failed = []
+
+    def flaky(route):
+        # The first verdict meets a database failure (503), the retry goes through.
+        if route.request.method == "POST" and not failed:
+            failed.append(route.request.post_data)
+            route.fulfill(status=503, headers={"Retry-After": "0"}, body="")
+        else:
+            route.continue_()
+
+    page.route("**/judge/**", flaky)
+    _press(page, "2")
+    _saved(page)
+    assert len(failed) == 1
+    judgment = Judgment.objects.get()
+    assert (judgment.doc_id, judgment.label, judgment.version) == (first.doc_id, 2, 1)
+    _said(page, "Saved: Highly relevant")
+    said = page.evaluate("window.__said")
+    assert said[:2] == [
+        "Not confirmed yet: retrying…",
+        "Saved: Highly relevant — topic 301, 1 of 3",
+    ]

@@ -1,0 +1,146 @@
+"""Small helpers every app shares, defined once: the spreadsheet-formula safety rule, the SVG
+envelope of the plots, the progress-callback type, natural sort, the median, and trec_eval's
+ranking order. This module is the bottom of the import graph: it imports no app (the standard
+library; Django's HTML escaping only inside the one function that builds markup), so any app
+may import it, and the run-file parser's worker processes load no Django through it.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from array import array
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from django.utils.safestring import SafeString
+
+# --- Progress ------------------------------------------------------------------------------------
+
+# progress(done, total or None when unknown, message): how a long piece of work tells its job row
+# (or a command's stderr) how far it got. It may raise to cancel the work.
+ProgressFn = Callable[[int, int | None, str], None]
+
+
+def no_progress(done: int, total: int | None, message: str) -> None:
+    """The progress callback of work that nobody watches."""
+    return None
+
+
+# --- Spreadsheet-formula safety ----------------------------------------------------------------
+
+# A spreadsheet reads a cell starting with one of these as a formula (or, for tab and carriage
+# return, may shift it into one). A leading quote is added to such text cells, and to cells that
+# already start with a quote, so that removing one leading quote always restores the value.
+RISKY_FIRST = frozenset("=+-@'\t\r")
+
+
+def neutralise(value: str) -> str:
+    """``value`` as a text cell no spreadsheet runs: one ``'`` in front when it starts with
+    ``= + - @ '``, a tab or a carriage return. Remove one leading ``'`` to get the value back."""
+    return "'" + value if value[:1] in RISKY_FIRST else value
+
+
+# --- Plots ---------------------------------------------------------------------------------------
+
+
+def svg_document(
+    title: str, description: str, body: Sequence[str], *, ident: str, width: float, height: float
+) -> SafeString:
+    """An accessible ``<svg>``: its title and description (escaped here) read by screen readers,
+    around ``body``, which the caller has built with every text already escaped."""
+    from django.utils.html import escape
+    from django.utils.safestring import mark_safe
+
+    head = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width:g} {height:g}" '
+        f'role="img" aria-label="{escape(title)}" aria-describedby="{ident}-desc" '
+        f'class="plot-svg">'
+        f'<title id="{ident}-title">{escape(title)}</title>'
+        f'<desc id="{ident}-desc">{escape(description)}</desc>'
+    )
+    return mark_safe(head + "".join(body) + "</svg>")
+
+
+# --- Orders and statistics -----------------------------------------------------------------------
+
+
+def natural_key(text: str) -> tuple:
+    """Sort key: "2" before "10", and text after numbers; ids stay strings (only the order is
+    natural)."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", text))
+
+
+def median(values: Iterable[float | None]) -> float | None:
+    """The median of the known values, None when there are none."""
+    known = [v for v in values if v is not None]
+    return float(statistics.median(known)) if known else None
+
+
+def trec_eval_keys(scores: Iterable[float]) -> list[float]:
+    """The scores as trec_eval compares them: rounded to 32-bit floats (trec_eval, and
+    pytrec_eval with it, keep a run's scores in C floats; a score beyond a float's range becomes
+    infinite there too)."""
+    return array("f", scores).tolist()
+
+
+def trec_eval_order(ranking: Mapping[str, float], depth: int | None = None) -> list[str]:
+    """Document ids in trec_eval's order: score descending compared as trec_eval compares it
+    (:func:`trec_eval_keys`), ties by document id descending: the order pytrec_eval evaluates
+    and pools are cut in. (:func:`pooling.formats.trec_eval_order` is the same order on a
+    parsed file's aligned lists.)
+
+    With ``depth``, only the first ``depth`` of them, found without sorting the whole ranking.
+    """
+    if depth is not None and depth <= 0:
+        return []
+    docs = list(ranking)
+    keys = trec_eval_keys(ranking.values())
+    if depth is None or len(docs) <= depth:
+        candidates: Iterable[int] = range(len(docs))
+    else:
+        ordered = sorted(keys)
+        floor = ordered[-depth]
+        if ordered[-depth - 1] < floor and min(keys[:depth]) >= floor:
+            # Runs usually arrive best first (the mapping keeps stored order): when exactly
+            # `depth` keys reach the floor and the first `depth` entries all do, those are
+            # the top `depth`, in whatever order.
+            candidates = range(depth)
+        else:
+            # Every document at or above the floor: ties across the boundary are all kept, and
+            # the sort below (on a handful) breaks them by document id.
+            candidates = [i for i, key in enumerate(keys) if key >= floor]
+    top = sorted(candidates, key=lambda i: (keys[i], docs[i]), reverse=True)
+    return [docs[i] for i in top[:depth]]
+
+
+# --- Planner statistics --------------------------------------------------------------------------
+
+# SQLite's ANALYZE reads every index in full unless told to sample; a few hundred rows per index
+# give the planner the same choices (SQLite's own advice for PRAGMA optimize).
+SQLITE_ANALYSIS_LIMIT = 1000
+
+
+def refresh_planner_statistics(*models: type) -> None:
+    """After a bulk write: ANALYZE the models' tables once the transaction commits (at once
+    outside one), so the next query is planned on the new row counts.
+
+    A fresh table has no statistics: SQLite then guesses a million rows per table and PostgreSQL
+    plans on whatever autovacuum last saw (nothing, if it is off or has not come round yet), and
+    both pick nested loops that took an export from 6 s to 64 s (issue 17). After the commit, so
+    that concurrent imports do not queue on ANALYZE's table lock; a failure is logged, never the
+    import's."""
+    from django.db import connection, transaction
+
+    tables = sorted({model._meta.db_table for model in models})
+
+    def analyze() -> None:
+        quote = connection.ops.quote_name
+        with connection.cursor() as cursor:
+            if connection.vendor == "sqlite":
+                cursor.execute(f"PRAGMA analysis_limit = {SQLITE_ANALYSIS_LIMIT}")
+            for table in tables:
+                cursor.execute(f"ANALYZE {quote(table)}")
+
+    transaction.on_commit(analyze, robust=True)

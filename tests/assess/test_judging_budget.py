@@ -1,0 +1,117 @@
+"""The judging round trip's statement budget (issue 13), counted at the connection: every
+statement Django sends (session, user, savepoints included) goes through the execute wrapper.
+A judgment POST and the judging page each cost at most 5, for primary and overlap items, with
+htmx and without. PostgreSQL only: the write is one statement there (assess.judging._SUBMIT_SQL);
+on SQLite the same write runs as several ORM statements."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.db import connection
+from django.urls import reverse
+
+from assess.assignments import assign
+from assess.judging import next_item
+from campaigns.models import JudgmentRevision
+from tests.factories import small_campaign
+
+pytestmark = pytest.mark.django_db
+BUDGET = 5
+
+
+@pytest.fixture
+def postgres():
+    if connection.vendor != "postgresql":
+        pytest.skip("The one-statement write is PostgreSQL's (CI runs it).")
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.statements: list[str] = []
+
+    def __call__(self, execute, sql, params, many, context):
+        self.statements.append(sql)
+        return execute(sql, params, many, context)
+
+
+def _counted(call, *args, **kwargs):
+    counter = Counter()
+    with connection.execute_wrapper(counter):
+        response = call(*args, **kwargs)
+    return response, counter.statements
+
+
+@pytest.fixture
+def assignments(campaign, assessor_a, assessor_b):
+    pool = small_campaign(campaign, docs=6)
+    primary, overlap = assign(
+        campaign=campaign,
+        pool=pool,
+        user=assessor_a,
+        topics=list(campaign.topics.all()),
+        overlap=0.5,
+        partner=assessor_b,
+        seed=7,
+    )
+    return {"primary": (primary, assessor_a), "overlap": (overlap, assessor_b)}
+
+
+@pytest.mark.parametrize("kind", ["primary", "overlap"])
+@pytest.mark.parametrize("htmx", [True, False], ids=["htmx", "no-js"])
+def test_the_judging_page_and_a_judgment_cost_at_most_five_statements(
+    postgres, client, assignments, kind, htmx
+):
+    assignment, user = assignments[kind]
+    client.force_login(user)
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    # Once per login and per worker, not per request: the session's first refresh and the
+    # rubric version's labels (then cached: a version never changes).
+    client.get(
+        reverse("assess:start", args=[assignment.campaign.slug, assignment.token]), follow=True
+    )
+    for _ in range(3):  # a new judgment, then the next document's, then a revision below
+        item = next_item(assignment)
+        url = reverse("assess:judge", args=[assignment.campaign.slug, assignment.token, item.token])
+        page, statements = _counted(client.get, url, **headers)
+        assert page.status_code == 200
+        assert len(statements) <= BUDGET, " | ".join(" ".join(s.split())[:70] for s in statements)
+        html = page.content.decode()
+        form = dict(re.findall(r'name="(submission|version|served)" value="([^"]*)"', html))
+        answer, statements = _counted(client.post, url, {**form, "label": "1"}, **headers)
+        assert answer.status_code == (200 if htmx else 302)
+        assert len(statements) <= BUDGET, " | ".join(" ".join(s.split())[:70] for s in statements)
+    # A revision of the last one, from its page.
+    page = client.get(url, **headers).content.decode()
+    form = dict(re.findall(r'name="(submission|version|served)" value="([^"]*)"', page))
+    assert form["version"] == "1"
+    answer, statements = _counted(client.post, url, {**form, "label": "2"}, **headers)
+    assert answer.status_code == (200 if htmx else 302)
+    assert len(statements) <= BUDGET, " | ".join(" ".join(s.split())[:70] for s in statements)
+    assert JudgmentRevision.objects.filter(judgment__assessor__user=user).count() == 4
+
+
+@pytest.mark.parametrize("kind", ["primary", "overlap"])
+def test_the_slim_answer_to_a_prefetching_page_costs_at_most_five_statements(
+    postgres, client, assignments, kind
+):
+    """The page posts ``upcoming`` (the prefetched document it moved on to): the answer is the
+    slim one, and the prefetched document's first time on screen is written with the verdict."""
+    assignment, user = assignments[kind]
+    client.force_login(user)
+    client.get(
+        reverse("assess:start", args=[assignment.campaign.slug, assignment.token]), follow=True
+    )
+    item = next_item(assignment)
+    url = reverse("assess:judge", args=[assignment.campaign.slug, assignment.token, item.token])
+    html = client.get(url, HTTP_HX_REQUEST="true").content.decode()
+    form = dict(re.findall(r'name="(submission|version|served)" value="([^"]*)"', html))
+    following = next_item(assignment, after=item.position)
+    assert following.first_served_at is None
+    data = {**form, "label": "1", "upcoming": following.token}
+    answer, statements = _counted(client.post, url, data, HTTP_HX_REQUEST="true")
+    assert answer.status_code == 200
+    assert len(statements) <= BUDGET, " | ".join(" ".join(s.split())[:70] for s in statements)
+    following.refresh_from_db()
+    assert following.first_served_at is not None
