@@ -121,7 +121,8 @@ TARGET_PAGE_KB = 60.0
 
 HIDDEN = re.compile(r'name="(csrfmiddlewaretoken|submission|version|served)" value="([^"]*)"')
 LABEL_VALUES = re.compile(r'name="label" value="(-?\d+)"')
-ACTION = re.compile(r'hx-post="([^"]+)"')
+# The judging form's address (judge.js posts it with fetch; older templates had hx-post).
+ACTION = re.compile(r'<form method="post" action="([^"]+)"\s+class="judge-form"|hx-post="([^"]+)"')
 HX_CSRF = re.compile(r"hx-headers='\{\"x-csrftoken\": \"([^\"]+)\"\}'")
 START_LINK = re.compile(r'href="(/c/' + SLUG + r'/judge/[^/"]+/)"')
 ASSET = re.compile(r'<(?:script|link)\b[^>]*?\b(?:src|href)="(/static/[^"]+)"')
@@ -231,7 +232,7 @@ class Assessor:
     def _read_panel(self, html: str) -> None:
         self.fields = dict(HIDDEN.findall(html))
         found = ACTION.search(html)
-        self.action = found.group(1) if found else ""
+        self.action = (found.group(1) or found.group(2)) if found else ""
         self.labels = [int(value) for value in LABEL_VALUES.findall(html)]
         self.shown = time.perf_counter()
 
