@@ -39,7 +39,6 @@ import threading
 import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -48,14 +47,14 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from django.db import DatabaseError, connection
+from django.db import connection
 from django.db.models import Count, Exists, OuterRef
 from django.utils import timezone
 
 import pooljudge
 from campaigns.models import Assessor, Campaign, Judgment, RubricVersion
 from pooling.models import Pool, PoolEntry, Run
-from pooljudge.common import RISKY_FIRST, ProgressFn, neutralise, no_progress
+from pooljudge.common import RISKY_FIRST, ProgressFn, neutralise, no_progress, planner_settings
 from qrels import agreement, sampled
 from qrels.formats import write_qrels
 from qrels.policies import (
@@ -392,7 +391,8 @@ def decode_cell(cell: str) -> str:
 
 
 def _neutralised_sql(expression: str) -> str:
-    risky = ", ".join(["'='", "'+'", "'-'", "'@'", "''''", "chr(9)", "chr(13)"])
+    """:func:`pooljudge.common.neutralise` in SQL, built from the same RISKY_FIRST."""
+    risky = ", ".join(f"chr({ord(first)})" for first in sorted(RISKY_FIRST))
     return (
         f"(CASE WHEN left({expression}, 1) IN ({risky}) THEN '''' || {expression} "
         f"ELSE {expression} END)"
@@ -626,35 +626,6 @@ def sidecar_json(head: list[str], cells: list[str]) -> str:
     )
 
 
-@contextmanager
-def _planner_settings(**settings: str) -> Iterator[None]:
-    """PostgreSQL settings for the statements run inside, restored afterwards (within a
-    transaction; elsewhere nothing changes).
-
-    The sidecar query uses ``work_mem = 128MB`` to sort in memory rather than on disk, and
-    ``enable_nestloop = off`` so that the pool entries are joined by hash before the sort:
-    the parallel workers then format the rows, where a nested loop after the sort would leave
-    all of it to one process (measured: the COPY takes about half as long)."""
-    if connection.vendor != "postgresql" or not connection.in_atomic_block:
-        yield
-        return
-    with connection.cursor() as cursor:
-        before = {}
-        for name, value in settings.items():
-            cursor.execute("SELECT current_setting(%s)", [name])
-            before[name] = cursor.fetchone()[0]
-            cursor.execute("SELECT set_config(%s, %s, true)", [name, value])
-    try:
-        yield
-    finally:
-        try:
-            with connection.cursor() as cursor:
-                for name, value in before.items():
-                    cursor.execute("SELECT set_config(%s, %s, true)", [name, value])
-        except DatabaseError:
-            pass  # the transaction failed: rolling it back restores the settings anyway
-
-
 def sidecar_batches(
     s: Scope,
     *,
@@ -676,7 +647,7 @@ def sidecar_batches(
             s, usernames=usernames, pooled_unjudged=pooled_unjudged, extra=_sidecar_sql
         )
         batches = stream_batches(sql, params, converters=(), maxsplit=HEAD, use_copy=True)
-        with _planner_settings(work_mem="128MB", enable_nestloop="off"):
+        with planner_settings(work_mem="128MB", enable_nestloop="off"):
             try:
                 for batch in batches:
                     out = []

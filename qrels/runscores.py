@@ -24,12 +24,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Count, Exists, Max, OuterRef, Q, Sum
 
 from campaigns.models import Assessor, Campaign, Judgment, Label, Topic
 from pooling.models import Pool, PoolEntry, Run, RunTopic
-from pooljudge.common import ProgressFn, natural_key, no_progress
+from pooljudge.common import ProgressFn, natural_key, no_progress, planner_settings
 from qrels import agreement, evaluation, sampled
 from qrels.policies import POLICIES, campaign_qrels, default_policy, per_assessor_qrels
 
@@ -501,6 +501,8 @@ def _inferred_notes(pool: Pool | None, measures: Sequence[str]) -> dict[str, Any
             "nDCG and P@k from it, weighting each stratum by its sampling rate (Yilmaz, "
             "Kanoulas & Aslam, SIGIR 2008, as NIST's sample_eval computes them); the ranges are "
             "95 % bootstrap intervals over topics."
+            if any(map(sampled.is_inferred, measures))
+            else ""
         ),
         "warning": warning,
     }
@@ -811,7 +813,14 @@ def agreement_counts(
     )
     topic_ids = dict(campaign.topics.values_list("pk", "topic_id"))
     counts: dict[tuple[str, str], dict[str, dict[tuple[int, int], int]]] = {}
-    with connection.cursor() as cursor:
+    # No nested loop: on a table without planner statistics (just imported, autovacuum not
+    # round yet) PostgreSQL guesses one row per assessor and probes the pair index once per
+    # judgment, four times slower than the hash join it picks with statistics (issue 17).
+    with (
+        transaction.atomic(),
+        planner_settings(enable_nestloop="off"),
+        connection.cursor() as cursor,
+    ):
         cursor.execute(sql, [campaign.pk, *ids, *ids])
         rows = cursor.fetchall()
     for a, b, topic_pk, label_a, label_b, n in rows:

@@ -532,7 +532,15 @@
       case "unsure": event.preventDefault(); toggleBox("unsure"); break;
       case "unreadable": event.preventDefault(); toggleBox("unreadable"); break;
       case "note": event.preventDefault(); var note = $("#judge-form input[name=note]"); if (note) { note.focus(); } break;
-      case "guidelines": event.preventDefault(); var g = document.getElementById("guidelines"); if (g) { g.open = !g.open; } break;
+      case "guidelines":
+        event.preventDefault();
+        var g = document.getElementById("guidelines");
+        if (g) {
+          g.open = !g.open;
+          // On a phone the panel sits below the document: bring it into view when opened.
+          if (g.open && narrow()) { g.scrollIntoView({ block: "start" }); }
+        }
+        break;
       case "highlight": event.preventDefault(); termsHidden(!document.body.classList.contains("terms-hidden")); break;
       default: break;
     }

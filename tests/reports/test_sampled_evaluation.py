@@ -108,6 +108,13 @@ def test_asking_for_infap_on_strata_sampled_at_different_rates_warns(campaign, s
     assert all(line.count("[") == 1 for line in rows)  # xinfAP's interval, not infAP's
 
 
+def test_infap_alone_on_a_sampled_pool_gets_the_warning_not_the_note(campaign, sampled):
+    text = evaluate(campaign.slug, "--pool", str(sampled.version), "--measures", "AP,infAP")
+    assert "Warning: infAP assumes one uniform random sample" in text
+    assert "weighting each stratum" not in text
+    assert "[" not in text
+
+
 def test_inferred_measures_need_a_sampled_pool(campaign, sampled):
     with pytest.raises(CommandError, match="xinfAP estimate from a stratified sample"):
         evaluate(campaign.slug, "--measures", "xinfAP,AP")

@@ -189,7 +189,8 @@ class Command(BaseCommand):
         measures = report["measures"]
         inferred = report.get("inferred")
         if inferred:
-            out(inferred["why"])
+            if inferred["why"]:
+                out(inferred["why"])
             if inferred["warning"]:
                 out(f"Warning: {inferred['warning']}")
         rows = [
