@@ -257,8 +257,12 @@ def reassign(*, assignment: Assignment, topics: Sequence[Topic], to_user, by=Non
     if target == assignment.assessor:
         raise AssignmentError("Choose another assessor to reassign to.")
     topic_pks = [t.pk for t in topics]
+    # Locked, so a verdict being written on one of these items either commits first (PostgreSQL
+    # then re-reads the row and leaves the judged item out) or waits and finds it withdrawn: a
+    # document is never both judged by the first assessor and handed to the second.
     moving = list(
-        assignment.items.filter(topic_id__in=topic_pks, judgment__isnull=True, withdrawn=False)
+        assignment.items.select_for_update(of=("self",))
+        .filter(topic_id__in=topic_pks, judgment__isnull=True, withdrawn=False)
         .order_by("position")
         .values_list("pk", "topic_id", "doc_id")
     )

@@ -95,3 +95,55 @@ def test_a_revision_in_progress_does_not_block_another_assessor(
         release.set()
         holder.join(15)
     assert took < 1.0, f"{second} waited {took:.2f}s behind another assessor's revision"
+
+
+def test_a_verdict_being_written_is_not_moved_to_another_assessor(
+    postgres, campaign, assessor_a, assessor_b
+):
+    """An organiser moves a topic while its assessor's verdict on one of its documents is in
+    flight: the judged document stays with its assessor and is not handed out again."""
+    from assess.assignments import reassign
+    from assess.models import AssignmentItem
+
+    pool = small_campaign(campaign, docs=4)
+    topic = campaign.topics.order_by("topic_id").first()
+    (a,) = assign(campaign=campaign, pool=pool, user=assessor_a, topics=[topic], seed=1)
+    first = next_item(a)
+
+    started, release = threading.Event(), threading.Event()
+
+    def verdict_in_flight() -> None:
+        try:
+            with transaction.atomic():
+                judge(first, 1)  # locks the item inside the write
+                started.set()
+                release.wait(1.5)
+        finally:
+            connections.close_all()
+
+    writer = threading.Thread(target=verdict_in_flight)
+    writer.start()
+    try:
+        assert started.wait(10), "the verdict never started"
+        moved: list = []
+        mover = threading.Thread(
+            target=lambda: (
+                moved.append(reassign(assignment=a, topics=[topic], to_user=assessor_b)),
+                connections.close_all(),
+            )
+        )
+        mover.start()
+        time.sleep(0.3)  # the move is now waiting for, or racing with, the verdict's commit
+    finally:
+        release.set()
+        writer.join(15)
+    mover.join(15)
+    (destination,) = moved
+
+    first.refresh_from_db()
+    assert first.judgment_id is not None
+    assert not first.withdrawn, "a judged document was withdrawn from its assessor"
+    handed = set(
+        AssignmentItem.objects.filter(assignment=destination).values_list("doc_id", flat=True)
+    )
+    assert first.doc_id not in handed, "a document already judged was handed to another assessor"
