@@ -13,3 +13,5 @@ urlpatterns = [
     path("c/", include("assess.urls")),
     path("c/", include("qrels.urls")),
 ]
+
+handler500 = "pooljudge.views.server_error"

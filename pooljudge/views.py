@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import sys
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.db import connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.db import InterfaceError, OperationalError, connection
+from django.http import HttpRequest, HttpResponse, HttpResponseServerError, JsonResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
@@ -88,3 +90,44 @@ def healthz(request: HttpRequest) -> JsonResponse:
         {"status": "ok" if healthy else "unavailable", "checks": checks, **body},
         status=200 if healthy else 503,
     )
+
+
+# Seconds a client is asked to wait before sending a request again after the database failed.
+DATABASE_RETRY_AFTER = 5
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """handler500. A database that did not answer (a killed backend, a failover, a restart) is a
+    503 the client can act on, whichever layer met it (a view, or the session and authentication
+    middleware before any view ran): Retry-After for scripts (the judging page sends its verdict
+    again with the same submission id), and for a form posted without JavaScript a button that
+    sends the same fields again, so nothing typed is lost. Every other error is the plain 500.
+
+    Rendered without context processors and without base.html: they would ask the database who
+    the user is, and the database is what failed."""
+    error = sys.exc_info()[1]
+    if not isinstance(error, (OperationalError, InterfaceError)):
+        return HttpResponseServerError(
+            render_to_string("500.html"), content_type="text/html; charset=utf-8"
+        )
+    log.warning("database unavailable for %s %s: %s", request.method, request.path, error)
+    fields: list[tuple[str, str]] = []
+    if request.method == "POST" and request.content_type in FORM_TYPES:
+        try:
+            # Files cannot be put back in a page: an upload is simply sent again from its form.
+            if not request.FILES:
+                fields = [(name, value) for name, vals in request.POST.lists() for value in vals]
+        except Exception:  # an unreadable body: offer to reload instead
+            fields = []
+    response = HttpResponse(
+        render_to_string(
+            "503.html",
+            {"fields": fields, "action": request.path, "retry_after": DATABASE_RETRY_AFTER},
+        ),
+        status=503,
+        content_type="text/html; charset=utf-8",
+    )
+    response["Retry-After"] = str(DATABASE_RETRY_AFTER)
+    response["Cache-Control"] = "no-store"
+    return response
