@@ -380,7 +380,8 @@ def test_the_heartbeat_survives_a_killed_database_connection_and_cancel_is_still
             cursor.execute(
                 "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
                 "AND pid <> pg_backend_pid() AND query LIKE %s",
-                ['SELECT 1 AS "a" FROM "campaigns_job"%cancel_requested%'],
+                # "SELECT 1 AS" with client-side binding, "SELECT $1 AS" with server-side.
+                ['SELECT % AS "a" FROM "campaigns_job"%cancel_requested%'],
             )
             return [pid for (pid,) in cursor.fetchall()]
 
