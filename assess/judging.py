@@ -367,14 +367,8 @@ def _submit_in_one_statement(item: AssignmentItem, **fields) -> tuple[Judgment, 
     ours, dup, written = row[0], row[1], row[2 : 2 + len(_JUDGMENT_COLUMNS)]
     if dup is not None and written[0] is None:
         # Sent before: the stored verdict, if it was sent for this very document.
-        done = _stored(
-            fields["submission_id"],
-            assessor=assignment.assessor,
-            topic=item.topic,
-            doc_id=item.doc_id,
-        )
+        done = _replayed(fields["submission_id"], assignment, item)
         if done is not None:
-            item.judgment = done
             return done, False
     if not ours:
         raise ItemTakenAway()
@@ -388,14 +382,8 @@ def _submit_in_one_statement(item: AssignmentItem, **fields) -> tuple[Judgment, 
             .order_by()
             .first()
         )
-        done = _stored(
-            fields["submission_id"],
-            assessor=assignment.assessor,
-            topic=item.topic,
-            doc_id=item.doc_id,
-        )
+        done = _replayed(fields["submission_id"], assignment, item)
         if done is not None:
-            item.judgment = done
             return done, False
         raise StaleJudgment(current)
     judgment = Judgment.from_db(connection.alias, list(_JUDGMENT_COLUMNS), list(written))
@@ -693,3 +681,14 @@ def load_scope(*, user_id: int, slug: str, token: str, item_token: str) -> Assig
     item.topic = topic
     item.judgment = judgment
     return item
+
+
+def _replayed(submission_id, assignment: Assignment, item: AssignmentItem) -> Judgment | None:
+    """The verdict already stored for ``submission_id`` on this very document, linked to the item
+    (a replay is answered with it), or None."""
+    done = _stored(
+        submission_id, assessor=assignment.assessor, topic=item.topic, doc_id=item.doc_id
+    )
+    if done is not None:
+        item.judgment = done
+    return done
