@@ -112,12 +112,16 @@ class ProblemCollector:
         self.source = source
         self._kept: list[tuple[int | None, str, list[int], list[int]]] = []
         self._by_message: dict[str, int] = {}  # message -> its index in _kept
+        self._last_line: dict[int, int] = {}  # index in _kept -> the last line it was found on
         self.more = 0
 
     def add(self, line: int | None, message: str) -> None:
         if line is not None:
             group = self._by_message.get(message)
             if group is not None:
+                if self._last_line[group] == line:
+                    return  # the same thing found twice on one line is still one line
+                self._last_line[group] = line
                 _first, _message, also, more = self._kept[group]
                 if len(also) < GROUP_LINES - 1:
                     also.append(line)
@@ -127,6 +131,7 @@ class ProblemCollector:
         if len(self._kept) < MAX_PROBLEMS:
             if line is not None:
                 self._by_message[message] = len(self._kept)
+                self._last_line[len(self._kept)] = line
             self._kept.append((line, message, [], [0]))
         else:
             self.more += 1

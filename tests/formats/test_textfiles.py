@@ -70,6 +70,18 @@ def test_the_same_problem_on_many_lines_is_one_problem_listing_its_first_lines()
     assert error.value.problems[1].occurrences == 100
 
 
+def test_a_problem_found_twice_on_one_line_names_that_line_once():
+    collector = ProblemCollector("twice.tsv")
+    collector.add(1, "has an empty id")
+    collector.add(1, "has an empty id")
+    collector.add(2, "has an empty id")
+    collector.add(2, "has an empty id")
+    assert [str(problem) for problem in collector.problems] == [
+        "twice.tsv lines 1, 2: has an empty id"
+    ]
+    assert len(collector) == 2
+
+
 def test_a_collector_without_problems_raises_nothing():
     collector = ProblemCollector("fine.txt")
     assert not collector
