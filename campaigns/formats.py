@@ -297,6 +297,15 @@ def parse_topics(
     return records
 
 
+# A topic id is the first column of every run and qrels line, where a leading "#" makes the line a
+# comment: the topic's lines would vanish on their way back in (trec_eval, which knows no
+# comments, would count them), so such an id is refused where topics enter.
+COMMENT_TOPIC_ID = (
+    "starts with '#': in runs and qrels a line that starts with '#' is a comment, so this "
+    "topic's lines would be dropped; rename the topic"
+)
+
+
 def _topic(
     topic_id: str,
     title: str,
@@ -309,7 +318,7 @@ def _topic(
 ) -> TopicRecord | None:
     ok = True
     if check:
-        reason = check_id(topic_id)
+        reason = check_id(topic_id) or (topic_id.startswith("#") and COMMENT_TOPIC_ID)
         if reason:
             problems.add(number, f"topic id {shown(topic_id)} {reason}")
             ok = False

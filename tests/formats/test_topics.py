@@ -291,6 +291,23 @@ def test_it_refuses_bad_topic_ids_and_collects_every_problem():
     ]
 
 
+@pytest.mark.parametrize(
+    ("lines", "format"),
+    [
+        (['{"id": "#1", "title": "t"}'], "jsonl"),
+        (["<top>", "<num> #1", "<title> t", "</top>"], "trec"),
+    ],
+)
+def test_a_topic_id_that_would_read_as_a_comment_in_runs_and_qrels_is_refused(lines, format):
+    # "#1 0 d1 1" is a comment to Pooljudge's run and qrels readers: the topic's judgments would
+    # be dropped on re-import while trec_eval counts them.
+    with pytest.raises(ParseError) as error:
+        parse_topics(lines, format=format)
+    [(line, message)] = problems(error)
+    assert line == 1
+    assert message.startswith("topic id '#1' starts with '#'")
+
+
 def test_it_skips_blank_and_comment_lines_in_line_formats():
     topics = parse_topics(["# topics", "", "1\ta", "  "])
     assert [t.topic_id for t in topics] == ["1"]
