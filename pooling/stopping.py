@@ -42,7 +42,8 @@ DEFAULT_TARGET = 0.8
 RRF_K = 60
 FUSION_PRIOR = 1.0  # L2 strength on each run's weight (a N(0, 1) prior)
 INTERCEPT_PRIOR = 0.1  # N(0, 10): only keeps the intercept finite while one class is seen
-SWEEPS = 6  # coordinate-wise Newton sweeps per estimate, warm-started
+SWEEPS = 6  # coordinate-wise Newton sweeps per estimate at most, warm-started
+TOLERANCE = 1e-3  # a sweep that moves no coordinate this far ends the fit
 MAX_STEP = 2.0  # a Newton step on one coordinate moves it at most this far (trust region)
 DECAY = 0.83
 
@@ -111,36 +112,43 @@ class _Logistic:
         self.prior = prior
 
     def fit(self, labels: dict[int, bool]) -> None:
-        features, w = self.features, self.weights
+        features, w, exp = self.features, self.weights, math.exp
         eta = {d: self.intercept + sum(w[j] * x for j, x in features[d]) for d in labels}
-        by_weight: dict[int, list[tuple[int, float]]] = {}
-        for d in labels:
+        by_weight: dict[int, list[tuple[int, float, bool]]] = {}
+        for d, relevant in labels.items():
             for j, x in features[d]:
-                by_weight.setdefault(j, []).append((d, x))
+                by_weight.setdefault(j, []).append((d, x, relevant))
+        order = sorted(by_weight)
         for _ in range(SWEEPS):
             gradient = -INTERCEPT_PRIOR * self.intercept
             curvature = INTERCEPT_PRIOR
             for d, relevant in labels.items():
-                p = sigmoid(eta[d])
+                e = eta[d]
+                p = 1.0 / (1.0 + exp(-e)) if e > -700.0 else 0.0
                 gradient += relevant - p
-                curvature += p * (1 - p)
+                curvature += p * (1.0 - p)
             step = _clip(gradient / curvature)
+            largest = abs(step)
             self.intercept += step
             for d in eta:
                 eta[d] += step
-            for j in sorted(by_weight):
+            for j in order:
                 entries = by_weight[j]
                 gradient = -self.prior * w[j]
                 curvature = self.prior
-                for d, x in entries:
-                    p = sigmoid(eta[d])
-                    gradient += (labels[d] - p) * x
-                    curvature += p * (1 - p) * x * x
+                for d, x, relevant in entries:
+                    e = eta[d]
+                    p = 1.0 / (1.0 + exp(-e)) if e > -700.0 else 0.0
+                    gradient += (relevant - p) * x
+                    curvature += p * (1.0 - p) * x * x
                 step = _clip(gradient / curvature)
                 if step:
+                    largest = max(largest, abs(step))
                     w[j] += step
-                    for d, x in entries:
+                    for d, x, _relevant in entries:
                         eta[d] += step * x
+            if largest < TOLERANCE:
+                break
 
     def chance(self, d: int) -> float:
         return sigmoid(self.intercept + sum(self.weights[j] * x for j, x in self.features[d]))
