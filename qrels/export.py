@@ -535,7 +535,14 @@ def _write_bundle(
     qrels_rows = qrels.rows if qrels is not None else None
     tally = [0, 0, 0]  # the current topic's judged, judged in pool, marked unjudged pairs
 
-    def finish_pair() -> None:
+    def finish_pair(
+        pair_topic: str,
+        pair_doc: str,
+        verdicts: list,
+        negatives: list[int],
+        pooled: bool,
+        tally: list[int],
+    ) -> None:
         topic_id = unescape(pair_topic) if "\\" in pair_topic else pair_topic
         doc_id = unescape(pair_doc) if "\\" in pair_doc else pair_doc
         if verdicts:
@@ -567,7 +574,7 @@ def _write_bundle(
         for topic, doc, label_text, assessor_id, pseudonym, first, pool, who in map(_HEAD, batch):
             if doc != pair_doc or topic != pair_topic:
                 if pair_topic is not None:
-                    finish_pair()
+                    finish_pair(pair_topic, pair_doc, verdicts, negatives, pooled, tally)
                 if topic != pair_topic:
                     topic_key = unescape(topic)
                     counts = verdicts_by_topic.setdefault(topic_key, {})
@@ -604,7 +611,7 @@ def _write_bundle(
             qrels.flush()
         progress(done, total, "writing qrels and sidecar")
     if pair_topic is not None:
-        finish_pair()
+        finish_pair(pair_topic, pair_doc, verdicts, negatives, pooled, tally)
     judged = {topic: t[0] for topic, t in tallies.items() if t[0]}
     judged_in_pool = {topic: t[1] for topic, t in tallies.items() if t[1]}
     marked_unjudged = {topic: t[2] for topic, t in tallies.items() if t[2]}

@@ -96,7 +96,7 @@ def scope(
             raise ValueError(f"Pool v{pool.version} is {pool.get_status_display().lower()}.")
         pools: tuple[Pool, ...] = (pool,)
     else:
-        pools = tuple(campaign.pools.filter(status=Pool.Status.BUILT).order_by("version"))
+        pools = tuple(campaign.pools.built().order_by("version"))
     return Scope(campaign, include_imported, names, pool, pools, ids)
 
 

@@ -59,13 +59,6 @@ HEADER = "\t".join(SIDECAR_COLUMNS)
 _MAYBE_RISKY = RISKY_FIRST | {"\\"}
 _json_string = json.encoder.encode_basestring  # the C encoder json.dumps(ensure_ascii=False) uses
 _NOT_A_NUMBER = frozenset({"", "NaN", "Infinity", "-Infinity"})  # JSON has none of these
-_JSON_LINE = (
-    '{"topic": %s, "docid": %s, "label": %s, "assessor": %s, "source": "%s", '
-    '"iteration": %s, "rubric_version": %s, "revisions": %s, "position": %s, "served_at": %s, '
-    '"first_judged_at": "%s", "judged_at": "%s", "seconds_on_screen": %s, '
-    '"active_seconds": %s, "pool": %s, "stratum": %s, "inclusion_probability": %s, '
-    '"unreadable": %s, "unsure": %s, "note": %s}'
-)
 
 
 def _safe(text: str) -> str:
@@ -132,62 +125,38 @@ def format_rows(rows: Iterable[SidecarRow]) -> tuple[list[str], list[str]]:
         if who != last_who:
             last_who = who
             json_who = _json_text(who)
-        first = first[:10] + "T" + first[11:-3] + "Z"
-        judged = judged[:10] + "T" + judged[11:-3] + "Z"
+        first = f"{first[:10]}T{first[11:-3]}Z"
+        judged = f"{judged[:10]}T{judged[11:-3]}Z"
         if served:
-            served = served[:10] + "T" + served[11:-3] + "Z"
+            served = f"{served[:10]}T{served[11:-3]}Z"
         unreadable = unreadable == "t"
         unsure = unsure == "t"
+        flags = ("1\t1" if unsure else "1\t0") if unreadable else ("0\t1" if unsure else "0\t0")
         add_tsv(
-            "\t".join(
-                (
-                    safe(topic) if topic[:1] in maybe_risky else topic,
-                    safe(doc) if doc[:1] in maybe_risky else doc,
-                    label,
-                    safe(who) if who[:1] in maybe_risky else who,
-                    source,
-                    safe(iteration) if iteration[:1] in maybe_risky else iteration,
-                    rubric,
-                    revisions,
-                    position,
-                    served,
-                    first,
-                    judged,
-                    seconds,
-                    active,
-                    pool,
-                    stratum,
-                    probability,
-                    "1" if unreadable else "0",
-                    "1" if unsure else "0",
-                    safe(note) if note[:1] in maybe_risky else note,
-                )
-            )
+            f"{safe(topic) if topic[:1] in maybe_risky else topic}\t"
+            f"{safe(doc) if doc[:1] in maybe_risky else doc}\t{label}\t"
+            f"{safe(who) if who[:1] in maybe_risky else who}\t{source}\t"
+            f"{safe(iteration) if iteration[:1] in maybe_risky else iteration}\t{rubric}\t"
+            f"{revisions}\t{position}\t{served}\t{first}\t{judged}\t{seconds}\t{active}\t"
+            f"{pool}\t{stratum}\t{probability}\t{flags}\t"
+            f"{safe(note) if note[:1] in maybe_risky else note}"
         )
+        json_doc = string(doc) if "\\" not in doc else _json_text(doc)
+        json_served = '"' + served + '"' if served else "null"
+        json_note = _json_text(note) if note else '""'
+        json_iteration = _json_text(iteration) if iteration else "null"
         add_json(
-            _JSON_LINE
-            % (
-                json_topic,
-                string(doc) if "\\" not in doc else _json_text(doc),
-                label,
-                json_who,
-                source,
-                _json_text(iteration) if iteration else "null",
-                rubric or "null",
-                revisions,
-                position or "null",
-                '"' + served + '"' if served else "null",
-                first,
-                judged,
-                "null" if seconds in not_a_number else seconds,
-                "null" if active in not_a_number else active,
-                pool or "null",
-                stratum or "null",
-                "null" if probability in not_a_number else probability,
-                "true" if unreadable else "false",
-                "true" if unsure else "false",
-                _json_text(note) if note else '""',
-            )
+            f'{{"topic": {json_topic}, "docid": {json_doc}, "label": {label}, '
+            f'"assessor": {json_who}, "source": "{source}", "iteration": {json_iteration}, '
+            f'"rubric_version": {rubric or "null"}, "revisions": {revisions}, '
+            f'"position": {position or "null"}, "served_at": {json_served}, '
+            f'"first_judged_at": "{first}", "judged_at": "{judged}", '
+            f'"seconds_on_screen": {"null" if seconds in not_a_number else seconds}, '
+            f'"active_seconds": {"null" if active in not_a_number else active}, '
+            f'"pool": {pool or "null"}, "stratum": {stratum or "null"}, '
+            f'"inclusion_probability": {"null" if probability in not_a_number else probability}, '
+            f'"unreadable": {"true" if unreadable else "false"}, '
+            f'"unsure": {"true" if unsure else "false"}, "note": {json_note}}}'
         )
     return tsv, jsonl
 
