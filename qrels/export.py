@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from django.db.models import Count, Exists, OuterRef
+from django.template.loader import render_to_string
 from django.utils import timezone
 
 import pooljudge
@@ -746,27 +747,6 @@ def _sample_eval_files(root: Path, pool: Pool) -> list[BundleFile]:
     return made
 
 
-def _sample_eval_readme(m: dict[str, Any], w: Callable[[str], None]) -> None:
-    if not any(f["path"] == "qrels.sample_eval.txt" for f in m["files"]):
-        return
-    w("### For NIST's sample_eval (stratified sampled pool)\n")
-    w("`qrels.sample_eval.txt`: `topic 0 docid stratum label`, every pair of the sampled pool,")
-    w("with the label of `qrels.txt` for the pairs drawn into the sample and -1 for the others")
-    w("(and for sampled pairs not judged yet: the estimate then treats the judged ones as the")
-    w("sample). Strata are numbered from 1 in the pool's definition. `sample_eval.pl` reads it")
-    w("as is and computes xinfAP and infNDCG (Yilmaz, Kanoulas & Aslam, SIGIR 2008):\n")
-    w("    perl sample_eval.pl -q qrels.sample_eval.txt RUN\n")
-    threshold = m["scale"]["relevance_threshold"]
-    if threshold > 1:
-        maps = " ".join(f"{label}=0" for label in range(1, threshold))
-        w("sample_eval counts labels above 0 relevant; this campaign counts labels from")
-        w(f"{threshold}: add `-G {maps}` (without `-q`, which the script cannot combine with")
-        w("it).\n")
-    w("`sample_eval_strata.tsv` gives, per topic and stratum, its ranks and nominal rate, how")
-    w("many pairs it pooled, sampled and has judged, and the inclusion probability of each of")
-    w("its pairs (sampled / pooled). Pooljudge's evaluation page gives the same figures.\n")
-
-
 def _file_entry(f: BundleFile) -> dict[str, Any]:
     entry = {
         "path": f.path,
@@ -1126,50 +1106,22 @@ def _number(value: float | None, digits: int = 3) -> str:
 
 
 def render_readme(manifest: dict[str, Any]) -> str:
-    """The bundle's README.md, written from its campaign.json content alone."""
-    m = manifest
-    c = m["campaign"]
-    e = m["export"]
-    t = m["totals"]
-    out: list[str] = []
-    w = out.append
-    w(f"# {_md(c['title'])}: relevance judgments\n")
-    w(
-        f"Campaign `{c['slug']}`, exported {m['exported_at']} by Pooljudge "
-        f"{m['software']['version']} (bundle `{m['name']}`, format `{m['format']}`).\n"
-    )
-    if c["description"].strip():
-        w(_md_block(c["description"]) + "\n")
-    w("Read this before the qrels: the qrels parse anywhere, but what their integers mean, how")
-    w("deep the pools were and how complete the judgments are is written only here.\n")
+    """The bundle's README.md (templates/qrels/bundle_readme.md), written from its
+    campaign.json content alone."""
+    return render_to_string("qrels/bundle_readme.md", _readme_context(manifest))
 
-    w("## Files\n")
-    w("| File | What it holds | Lines | SHA-256 |")
-    w("| --- | --- | ---: | --- |")
-    for f in m["files"]:
-        w(f"| {_code(f['path'])} | {_md(f['description'])} | {f['lines']:,} | `{f['sha256']}` |")
-    w("| `README.md` | This documentation, for people. | | in `campaign.json` and `SHA256SUMS` |")
-    w(
-        "| `campaign.json` | This documentation for programs, with the SHA-256 of every file "
-        "above (README.md included). | | in `SHA256SUMS` |"
-    )
-    w("| `SHA256SUMS` | Checksums of every file: run `sha256sum -c SHA256SUMS` here. | | |\n")
 
-    w("## The qrels\n")
-    if e["per_assessor"]:
-        w("`qrels/<assessor>.txt`: one file per assessor, `topic 0 docid label`, with that")
-        w("assessor's own current verdicts (no policy combines them).")
-    else:
-        w("`qrels.txt`: `topic 0 docid label`, one line per (topic, document) pair, readable")
-        w(f"unchanged by trec_eval, pytrec_eval and ir_measures. Policy `{e['policy']}`:")
-        w(f"{e['policy_rule']}.")
-    w("Lines are sorted by topic id, then document id, in code-point order (`LC_ALL=C sort`);")
-    w("ids are exactly as imported (leading zeros kept).")
-    if e["unjudged"] == "-1":
-        w("Pooled pairs nobody labelled are written with label -1 (in the pool, not judged;")
-        w("unsampled entries of sampled pools included), the convention inferred measures need.")
-    else:
-        w("Pairs nobody labelled are absent. **Absence means not judged, not non-relevant.**")
+def _commas(value: int) -> str:
+    return f"{value:,}"
+
+
+def _readme_context(m: dict[str, Any]) -> dict[str, Any]:
+    """What the README template prints, every value from the campaign escaped as Markdown
+    (:func:`_md`, :func:`_code`) and every number formatted, so the template only lays out."""
+    c, e, t, scale = m["campaign"], m["export"], m["totals"], m["scale"]
+    screen = c.get("judging_screen")
+    agree = m["agreement"]
+    threshold = scale["relevance_threshold"]
     negative_lines = sum(
         count
         for f in m["files"]
@@ -1177,143 +1129,126 @@ def render_readme(manifest: dict[str, Any]) -> str:
         for label, count in f["labels"].items()
         if int(label) < 0
     )
-    if negative_lines:
-        w(f"The qrels hold {negative_lines:,} lines with a negative label.")
-    w(f"**Negative labels.** {m['scale']['negative_labels']}")
-    if e["binary"]:
-        w(f"Labels are binary: 1 for labels >= {m['scale']['relevance_threshold']}, else 0;")
-        w("negative labels kept.")
-    if any("original_id" in topic for topic in m["topics"]):
-        w("Topic ids are positions in the topic file (imported with positional ids, as")
-        w("Cranfield's qrels number its queries); each topic's own id in that file is its")
-        w("`original_id` in `campaign.json` and beside it in the table below.")
-    if not e["include_imported"]:
-        w("Imported judgments (earlier qrels) were left out.")
-    if e["pool"] is not None:
-        w(f"Only pairs in pool v{e['pool']} are included.")
-    w("")
-
-    scale = m["scale"]
-    w(f"## Label scale (rubric version {scale['rubric_version'] or '—'})\n")
-    w("| Label | Name | Meaning | Example |")
-    w("| ---: | --- | --- | --- |")
-    for label in scale["labels"]:
-        w(
-            f"| {label['value']} | {_md(label['name'])} | {_md(label['description'])} | "
-            f"{_md(label['example'])} |"
-        )
-    w("")
-    w(f"Relevant from label {scale['relevance_threshold']} (binary measures, the `binary`")
-    w("option, agreement overlap). Labels below 0 (imported qrels) are not on the scale: see")
-    w("**Negative labels** above.\n")
-    if len(m["rubric_history"]) > 1:
-        w("Rubric history (judgments record the version their assessor was shown):\n")
-        for version in m["rubric_history"]:
-            note = f" ({_md(version['note'])})" if version["note"] else ""
-            w(
-                f"- v{version['version']}, {version['created_at']}{note}: "
-                + "; ".join(_md(change) for change in version["changes"])
-            )
-        w("")
-
-    screen = c.get("judging_screen")
-    if screen:
-        w("## Judging screen\n")
-        w(
-            f"Topic breaks {'on' if screen['topic_breaks'] else 'off'}; query-term highlighting "
-            f"{'on' if screen['term_highlighting'] else 'off'} (as set at export time)."
-        )
-        if screen["term_highlighting"]:
-            w("Assessors saw the topic's title and description words marked in the documents,")
-            w("which can pull judgments towards documents that share the topic's words.")
-        w("")
-
-    w("## Pools\n")
-    if not m["pools"]:
-        w("No built pool: the judged pairs come from imported qrels or other sources.\n")
-    for pool in m["pools"]:
-        w(
-            f"- **Pool v{pool['version']}**: {_md(pool['description'])}; {len(pool['runs'])} runs "
-            f"contributed ({', '.join(_code(tag) for tag in pool['runs'][:30])}"
-            f"{' …' if len(pool['runs']) > 30 else ''}); {pool['size']:,} pairs over "
-            f"{pool['topics']} topics; seed {_md(pool['seed'])}; "
-            f"built {pool['built_at']} by Pooljudge {_md(pool['software_version'])}."
-        )
-    if m["pools"]:
-        w("")
-
-    w("## Completeness\n")
-    if t["pooled"]:
-        w(
-            f"{t['judged_in_pool']:,} of {t['pooled']:,} pooled pairs have a verdict "
-            f"({100 * t['fraction_judged']:.1f}% judged); {t['unjudged']:,} are unjudged."
-        )
-    w(
-        f"{t['judged']:,} pairs have at least one verdict, from {t['judgments']:,} judgments"
-        f" ({', '.join(f'label {k}: {v:,}' for k, v in t['verdicts'].items()) or 'none'}).\n"
-    )
-    w("| Topic | Pooled | Judged | Unjudged | Fraction judged | Verdicts by label |")
-    w("| --- | ---: | ---: | ---: | ---: | --- |")
-    for topic in m["topics"][:README_TOPIC_ROWS]:
-        fraction = topic["fraction_judged"]
-        original = f" (file: {_code(topic['original_id'])})" if "original_id" in topic else ""
-        w(
-            f"| {_code(topic['topic'])}{original} | {topic['pooled']:,} | {topic['judged']:,} | "
-            f"{topic['unjudged']:,} | {'—' if fraction is None else f'{100 * fraction:.1f}%'} | "
-            + (", ".join(f"{k}: {v:,}" for k, v in topic["verdicts"].items()) or "—")
-            + " |"
-        )
-    if len(m["topics"]) > README_TOPIC_ROWS:
-        w(f"\n… and {len(m['topics']) - README_TOPIC_ROWS:,} more topics in `campaign.json`.")
-    w("")
-
-    w("## Assessor agreement\n")
-    agree = m["agreement"]
-    if not agree:
-        w("No pair was judged by two people, so there is no agreement to report.\n")
-    else:
-        w("Between people, over the pairs both judged (imported qrels are not assessors here).")
-        w("Observed = share of identical labels; Cohen's kappa uses each assessor's label rates,")
-        w("pooled kappa one shared rate; weighted kappas give partial credit by label distance.\n")
-        w(
-            "| Assessors | n | Observed | Cohen's κ | Pooled κ | Weighted κ (linear) | "
-            "Weighted κ (quadratic) |"
-        )
-        w("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-        for pair in agree["pairs"]:
-            w(
-                f"| {_md(pair['a'])} / {_md(pair['b'])} | {pair['n']:,} | "
-                f"{_number(pair['observed'])} | {_number(pair['cohen_kappa'])} | "
-                f"{_number(pair['pooled_kappa'])} | {_number(pair['weighted_kappa_linear'])} | "
-                f"{_number(pair['weighted_kappa_quadratic'])} |"
-            )
-        w("")
-        for pair in agree["pairs"]:
-            if pair.get("statement"):
-                w(f"- {_md(pair['a'])} / {_md(pair['b'])}: {pair['statement']}")
-        w("95% bootstrap intervals and per-topic figures are in `campaign.json`.\n")
-
-    _sample_eval_readme(m, w)
-    w("## The sidecar (`judgments.tsv`, `judgments.jsonl`)\n")
-    w("One row per assessor judgment (current verdict), imported ones marked by `source`, with")
-    w("the `iteration` column of the qrels line they came from (empty for judgments made in")
-    w("Pooljudge); keys (`topic`, `docid`) join to the qrels. Columns:\n")
-    w("`" + "`, `".join(m["sidecar"]["columns"]) + "`.\n")
-    w(
-        "Assessors are named by a stable pseudonym"
-        + (" (here: by login, as asked)" if e["usernames"] else "")
-        + "; imported sources by the name given on import. Times are UTC ISO 8601 with Z;"
-    )
-    w("`revisions` counts the verdicts the assessor gave; `pool` is the latest pool version")
-    w("holding the pair; `stratum` and `inclusion_probability` are filled for sampled pools.\n")
-    w(f"**Spreadsheet safety.** {m['sidecar']['spreadsheet_safety']}\n")
-    w(f"**Escaping.** {m['sidecar']['escaping']}\n")
-
-    w("## Export options\n")
-    w("```")
-    w(json.dumps({k: e[k] for k in ExportOptions.__dataclass_fields__}, indent=2))
-    w("```")
-    return "\n".join(out) + "\n"
+    return {
+        "m": m,
+        "e": e,
+        "title": _md(c["title"]),
+        "description": _md_block(c["description"]) if c["description"].strip() else "",
+        "files": [
+            {
+                "path": _code(f["path"]),
+                "description": _md(f["description"]),
+                "lines": _commas(f["lines"]),
+                "sha256": f["sha256"],
+            }
+            for f in m["files"]
+        ],
+        "negative_lines": _commas(negative_lines) if negative_lines else "",
+        "positional": any("original_id" in topic for topic in m["topics"]),
+        "rubric_version": scale["rubric_version"] or "—",
+        "labels": [
+            {
+                "value": label["value"],
+                "name": _md(label["name"]),
+                "description": _md(label["description"]),
+                "example": _md(label["example"]),
+            }
+            for label in scale["labels"]
+        ],
+        "rubric_history": [
+            {
+                "version": version["version"],
+                "created_at": version["created_at"],
+                "note": f" ({_md(version['note'])})" if version["note"] else "",
+                "changes": "; ".join(_md(change) for change in version["changes"]),
+            }
+            for version in m["rubric_history"]
+        ]
+        if len(m["rubric_history"]) > 1
+        else [],
+        "screen": {
+            "topic_breaks": "on" if screen["topic_breaks"] else "off",
+            "term_highlighting": "on" if screen["term_highlighting"] else "off",
+            "highlighting": screen["term_highlighting"],
+        }
+        if screen
+        else None,
+        "pools": [
+            {
+                "version": pool["version"],
+                "description": _md(pool["description"]),
+                "run_count": len(pool["runs"]),
+                "runs": ", ".join(_code(tag) for tag in pool["runs"][:30]),
+                "more": " …" if len(pool["runs"]) > 30 else "",
+                "size": _commas(pool["size"]),
+                "topics": pool["topics"],
+                "seed": _md(pool["seed"]),
+                "built_at": pool["built_at"],
+                "software": _md(pool["software_version"]),
+            }
+            for pool in m["pools"]
+        ],
+        "t": {
+            "pooled": _commas(t["pooled"]) if t["pooled"] else "",
+            "judged_in_pool": _commas(t["judged_in_pool"]),
+            "fraction": f"{100 * t['fraction_judged']:.1f}" if t["pooled"] else "",
+            "unjudged": _commas(t["unjudged"]),
+            "judged": _commas(t["judged"]),
+            "judgments": _commas(t["judgments"]),
+            "verdicts": ", ".join(f"label {k}: {v:,}" for k, v in t["verdicts"].items()) or "none",
+        },
+        "topics": [
+            {
+                "topic": _code(topic["topic"]),
+                "original": f" (file: {_code(topic['original_id'])})"
+                if "original_id" in topic
+                else "",
+                "pooled": _commas(topic["pooled"]),
+                "judged": _commas(topic["judged"]),
+                "unjudged": _commas(topic["unjudged"]),
+                "fraction": "—"
+                if topic["fraction_judged"] is None
+                else f"{100 * topic['fraction_judged']:.1f}%",
+                "verdicts": ", ".join(f"{k}: {v:,}" for k, v in topic["verdicts"].items()) or "—",
+            }
+            for topic in m["topics"][:README_TOPIC_ROWS]
+        ],
+        "more_topics": _commas(len(m["topics"]) - README_TOPIC_ROWS)
+        if len(m["topics"]) > README_TOPIC_ROWS
+        else "",
+        "agreement": {
+            "pairs": [
+                {
+                    "a": _md(pair["a"]),
+                    "b": _md(pair["b"]),
+                    "n": _commas(pair["n"]),
+                    **{
+                        key: _number(pair[key])
+                        for key in (
+                            "observed",
+                            "cohen_kappa",
+                            "pooled_kappa",
+                            "weighted_kappa_linear",
+                            "weighted_kappa_quadratic",
+                        )
+                    },
+                }
+                for pair in agree["pairs"]
+            ],
+            "statements": [
+                f"{_md(pair['a'])} / {_md(pair['b'])}: {pair['statement']}"
+                for pair in agree["pairs"]
+                if pair.get("statement")
+            ],
+        }
+        if agree
+        else None,
+        "sample_eval": {"maps": " ".join(f"{label}=0" for label in range(1, threshold))}
+        if any(f["path"] == "qrels.sample_eval.txt" for f in m["files"])
+        else None,
+        "columns": "`, `".join(m["sidecar"]["columns"]),
+        "options": json.dumps({k: e[k] for k in ExportOptions.__dataclass_fields__}, indent=2),
+    }
 
 
 # --- Exports stored in the database --------------------------------------------------------------
