@@ -93,8 +93,7 @@ class QrelsSourceForm(forms.Form):
         self.fields["source"].choices = choices
         self.fields["policy"].choices = policy_choices(campaign)
         self.pools = {
-            str(pool.version): pool
-            for pool in campaign.pools.filter(status=Pool.Status.BUILT).order_by("-version")
+            str(pool.version): pool for pool in campaign.pools.built().order_by("-version")
         }
         self.fields["pool"].choices = [("", "Every judged pair")] + [
             (version, f"Pool v{version} only · {pool.describe()}")
@@ -158,8 +157,7 @@ class PoolBiasForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.campaign = campaign
         self.pools = {
-            str(pool.version): pool
-            for pool in campaign.pools.filter(status=Pool.Status.BUILT).order_by("-version")
+            str(pool.version): pool for pool in campaign.pools.built().order_by("-version")
         }
         self.fields["pool"].choices = [
             (version, f"v{version} · {pool.describe()} · {pool.runs.count()} runs")

@@ -36,7 +36,6 @@ from campaigns import jobs
 from campaigns.access import get_campaign_for
 from campaigns.models import Assessor, Campaign, Job, Judgment, Upload
 from campaigns.uploads import UploadRefused, store_upload, upload_refusals
-from pooling.models import Pool
 from pooljudge.common import neutralise
 from qrels import agreement, report_plots, runscores
 from qrels.evaluation import MEASURES
@@ -129,7 +128,7 @@ def reports_index(request: HttpRequest, slug: str) -> HttpResponse:
         .filter(n__gte=2)
         .count()
     )
-    pools = list(campaign.pools.filter(status=Pool.Status.BUILT).order_by("-version"))
+    pools = list(campaign.pools.built().order_by("-version"))
     context = {
         **_base(campaign, "index"),
         "assessors": assessors,

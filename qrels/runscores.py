@@ -319,7 +319,7 @@ def pool_facts(pool: Pool, qrels: Qrels) -> dict[str, Any]:
 
 
 def _pools_for(campaign: Campaign, source: QrelsSource) -> list[Pool]:
-    built = campaign.pools.filter(status=Pool.Status.BUILT).select_related("campaign")
+    built = campaign.pools.built().select_related("campaign")
     if source.pool is not None:
         return list(built.filter(version=source.pool))
     return list(built.order_by("version"))

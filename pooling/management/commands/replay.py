@@ -27,7 +27,6 @@ from pooling.adjudication import (
     gain_curve,
     leave_one_run_out,
 )
-from pooling.models import Pool
 from qrels.formats import read_qrels_file
 
 
@@ -57,7 +56,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, slug: str, **options) -> None:
         campaign = get_campaign(slug)
-        pools = campaign.pools.filter(status=Pool.Status.BUILT)
+        pools = campaign.pools.built()
         if options["pool"] is not None:
             pools = pools.filter(version=options["pool"])
         pool = pools.order_by("-version").first()
