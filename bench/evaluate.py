@@ -245,7 +245,8 @@ def main() -> None:
 def measure(paths: list[Path], repeat: int) -> None:
     from campaigns.models import Campaign
     from pooling.models import RunTopic
-    from qrels.runscores import QrelsSource, agreement_data, evaluation_report
+    from qrels.agreement_data import agreement_data
+    from qrels.runscores import QrelsSource, evaluation_report
 
     campaign = Campaign.objects.get(slug=SLUG)
     lines = sum(RunTopic.objects.filter(run__campaign=campaign).values_list("length", flat=True))

@@ -19,18 +19,16 @@ from __future__ import annotations
 import io
 import time
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
-from django.db import connection, transaction
-from django.db.models import Count, Exists, Max, OuterRef, Q, Sum
+from django.db.models import Count, Max, Q, Sum
 
-from campaigns.models import Assessor, Campaign, Judgment, Label, Topic
+from campaigns.models import Assessor, Campaign, Judgment, Topic
 from pooling.models import Pool, PoolEntry, Run, RunTopic
-from pooljudge.common import ProgressFn, natural_key, no_progress, planner_settings
-from qrels import agreement, evaluation, sampled
+from pooljudge.common import ProgressFn, natural_key, no_progress
+from qrels import evaluation, sampled
 from qrels.policies import POLICIES, campaign_qrels, default_policy, per_assessor_qrels
 
 Qrels = dict[str, dict[str, int]]
@@ -40,8 +38,6 @@ Runs = dict[str, dict[str, dict[str, float]]]
 # are computed while the page loads (a tenth of a second per 100,000 on one core); bigger ones
 # run as a background job whose result the page shows once it is done.
 DIRECT_LIMIT = 300_000
-# Bootstrap replicates behind the 95% intervals of the per-pair page.
-BOOTSTRAP = 1000
 SOURCE_KINDS = ("campaign", "assessor", "upload")
 FIVE = ("AP", "nDCG@10", "P@10", "Rprec", "bpref")
 
@@ -74,6 +70,8 @@ def stored_runs(*, runs: Iterable[Run], progress: ProgressFn = no_progress) -> R
     )
     total = len(tags)
     seen: set[int] = set()
+    import numpy as np  # here, not at the top: a web process loads this module for its pages
+
     frombuffer, float64 = np.frombuffer, np.float64
     for run_id, topic_pk, docids, scores in rows.iterator(chunk_size=500):
         if not docids:
@@ -570,6 +568,8 @@ def stability_report(
     files of upload sources under the keys "first" and "second". With ``common_topics`` both
     qrels are cut to the topics both have, so that two assessors who judged different topics
     are compared on the same ones."""
+    from qrels import agreement  # numpy: loaded by the first report, not by every web process
+
     started = time.perf_counter()
     _check_measures([measure])
     uploaded = uploaded or {}
@@ -662,6 +662,8 @@ def pool_bias_report(
     as -1. The runs are the pool's own (a run replaced since keeps the version that built the
     pool) and the current runs of every other tag. Without a pool depth (a fusion pool without
     a cap) there is no leave-one-out, only the unjudged shares at 10."""
+    from qrels import agreement  # numpy: loaded by the first report, not by every web process
+
     started = time.perf_counter()
     _check_measures([measure])
     if pool.campaign_id != campaign.pk or pool.status != Pool.Status.BUILT:
@@ -762,244 +764,6 @@ def _mean(values: Iterable[float]) -> float | None:
 
 
 # --- Agreement -----------------------------------------------------------------------------------
-
-
-@dataclass
-class AssessorInfo:
-    pk: int
-    name: str
-    kind: str
-
-
-def judging_assessors(campaign: Campaign, *, include_imported: bool = True) -> list[AssessorInfo]:
-    """The campaign's assessors with at least one label (an imported source of negative labels
-    only included: agreement shows its pairs): people first, then imported sources, each by
-    name. (One index probe per assessor, not a count of judgments.)"""
-    verdicts = Judgment.objects.filter(assessor=OuterRef("pk"))
-    assessors = (
-        Assessor.objects.filter(campaign=campaign)
-        .filter(Exists(verdicts))
-        .values_list("pk", "name", "kind")
-        .order_by()
-    )
-    if not include_imported:
-        assessors = assessors.filter(kind=Assessor.Kind.PERSON)
-    people_first = sorted(assessors, key=lambda r: (r[2] != Assessor.Kind.PERSON, r[1]))
-    return [AssessorInfo(*row) for row in people_first]
-
-
-def agreement_counts(
-    *, campaign: Campaign, assessors: Mapping[int, str]
-) -> dict[tuple[str, str], dict[str, dict[tuple[int, int], int]]]:
-    """(name a, name b) -> topic id -> (a's label, b's label) -> number of pairs both labelled,
-    for every two of ``assessors`` (id -> name) with a common pair, negative labels included
-    (agreement counts those pairs apart). The database pairs the judgments and counts them (one
-    self-join and GROUP BY), so only the confusion matrices travel, whatever the number of
-    judgments."""
-    if len(assessors) < 2:
-        return {}
-    table = connection.ops.quote_name(Judgment._meta.db_table)
-    ids = sorted(assessors)
-    marks = ", ".join(["%s"] * len(ids))
-    # The table name is quoted by Django; every value travels as a query parameter.
-    sql = (
-        "SELECT j1.assessor_id, j2.assessor_id, j1.topic_id, j1.label, j2.label, COUNT(*) "  # noqa: S608
-        f"FROM {table} j1 JOIN {table} j2 ON j2.campaign_id = j1.campaign_id "
-        "AND j2.topic_id = j1.topic_id AND j2.doc_id = j1.doc_id "
-        "AND j2.assessor_id > j1.assessor_id "
-        "WHERE j1.campaign_id = %s "
-        f"AND j1.assessor_id IN ({marks}) AND j2.assessor_id IN ({marks}) "
-        "GROUP BY j1.assessor_id, j2.assessor_id, j1.topic_id, j1.label, j2.label"
-    )
-    topic_ids = dict(campaign.topics.values_list("pk", "topic_id"))
-    counts: dict[tuple[str, str], dict[str, dict[tuple[int, int], int]]] = {}
-    # No nested loop: on a table without planner statistics (just imported, autovacuum not
-    # round yet) PostgreSQL guesses one row per assessor and probes the pair index once per
-    # judgment, four times slower than the hash join it picks with statistics (issue 17).
-    with (
-        transaction.atomic(),
-        planner_settings(enable_nestloop="off"),
-        connection.cursor() as cursor,
-    ):
-        cursor.execute(sql, [campaign.pk, *ids, *ids])
-        rows = cursor.fetchall()
-    for a, b, topic_pk, label_a, label_b, n in rows:
-        pair = counts.setdefault((assessors[a], assessors[b]), {})
-        pair.setdefault(topic_ids[topic_pk], {})[(label_a, label_b)] = n
-    return counts
-
-
-def assessor_verdicts(
-    *, campaign: Campaign, names: Collection[str] | None = None
-) -> dict[str, dict[tuple[str, str], int]]:
-    """assessor name -> (topic id, document id) -> label, every current verdict (label >= 0) of
-    the named assessors (default: all), read as tuples in one query."""
-    assessors = Assessor.objects.filter(campaign=campaign)
-    if names is not None:
-        assessors = assessors.filter(name__in=list(names))
-    by_pk = dict(assessors.values_list("pk", "name"))
-    topic_ids = dict(campaign.topics.values_list("pk", "topic_id"))
-    verdicts: dict[str, dict[tuple[str, str], int]] = {name: {} for name in by_pk.values()}
-    rows = (
-        Judgment.objects.filter(campaign=campaign, label__gte=0, assessor_id__in=list(by_pk))
-        .order_by()
-        .values_list("assessor_id", "topic_id", "doc_id", "label")
-    )
-    targets = {pk: verdicts[name] for pk, name in by_pk.items()}
-    for assessor_id, topic_pk, doc_id, label in rows.iterator(chunk_size=20_000):
-        targets[assessor_id][(topic_ids[topic_pk], doc_id)] = label
-    return {name: given for name, given in verdicts.items() if given}
-
-
-def scale_labels(campaign: Campaign, seen: Iterable[int] = ()) -> list[int]:
-    """The labels >= 0 of every rubric version of the campaign, and any other label seen."""
-    values = set(
-        Label.objects.filter(rubric__campaign=campaign, value__gte=0).values_list(
-            "value", flat=True
-        )
-    )
-    return sorted(values | {label for label in seen if label >= 0})
-
-
-@dataclass
-class AgreementData:
-    """Everything the agreement pages and command show, from one reading of the judgments."""
-
-    assessors: list[str]
-    labels: list[int]  # the scale the statistics use (0/1 when binary)
-    scale: list[int]  # the campaign's scale
-    threshold: int
-    binary: bool
-    pairs: list[agreement.PairAgreement]
-    group: agreement.GroupAgreement | None
-    kinds: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def graded(self) -> bool:
-        return len(self.labels) > 2
-
-
-def agreement_data(
-    *,
-    campaign: Campaign,
-    assessors: Sequence[str] | None = None,
-    binary: bool = False,
-    bootstrap: int = 0,
-) -> AgreementData:
-    """Pairwise agreement between ``assessors`` (names; default every assessor with a verdict,
-    people first) and, when three or more overlap, the group statistics. Pairs without a common
-    judged pair are absent. Raises ValueError naming an assessor without verdicts."""
-    known = {a.name: a for a in judging_assessors(campaign)}
-    chosen = list(known) if assessors is None else list(dict.fromkeys(assessors))
-    missing = [name for name in chosen if name not in known]
-    if missing:
-        raise ValueError(
-            f"No judgments by {', '.join(map(repr, missing))} in this campaign; assessors with "
-            f"judgments: {', '.join(known) or 'none'}."
-        )
-    counts = agreement_counts(
-        campaign=campaign, assessors={known[name].pk: name for name in chosen}
-    )
-    seen = {
-        label
-        for topics in counts.values()
-        for labels in topics.values()
-        for pair in labels
-        for label in pair
-    }
-    scale = scale_labels(campaign, seen)
-    threshold = campaign.relevance_threshold
-    pairs = agreement.pairwise_from_counts(
-        counts,
-        labels=scale,
-        threshold=threshold,
-        binary=binary,
-        bootstrap=bootstrap,
-        assessors=chosen,
-    )
-    group = None
-    if len(chosen) >= 3 and len({name for pair in counts for name in pair}) >= 3:
-        verdicts = assessor_verdicts(campaign=campaign, names=chosen)
-        group = agreement.group_agreement(
-            verdicts, labels=scale, threshold=threshold, binary=binary
-        )
-    return AgreementData(
-        assessors=chosen,
-        labels=[0, 1] if binary else scale,
-        scale=scale,
-        threshold=threshold,
-        binary=binary,
-        pairs=pairs,
-        group=group,
-        kinds={name: known[name].kind for name in chosen},
-    )
-
-
-def pair_figures(pair: agreement.PairAgreement) -> dict[str, Any]:
-    return {
-        "n": pair.n,
-        "negative": pair.negative,
-        "identical": pair.identical,
-        "observed": pair.observed,
-        "cohen_kappa": pair.cohen_kappa,
-        "pooled_kappa": pair.pooled_kappa,
-        "weighted_kappa_linear": pair.weighted_kappa_linear,
-        "weighted_kappa_quadratic": pair.weighted_kappa_quadratic,
-        "relevant_overlap": pair.relevant_overlap,
-        "small_n": pair.small_n,
-    }
-
-
-def agreement_json(data: AgreementData) -> dict[str, Any]:
-    """Everything, JSON-safe: per pair the figures, the confusion matrix, the 95% intervals and
-    the per-topic figures; the group statistics."""
-    pairs = []
-    for pair in data.pairs:
-        pairs.append(
-            {
-                "a": pair.a,
-                "b": pair.b,
-                **pair_figures(pair),
-                "labels": pair.labels,
-                "confusion": pair.confusion,
-                "negative_cells": [list(cell) for cell in pair.negative_cells],
-                "ci95": {key: list(value) for key, value in pair.ci.items()},
-                "per_topic": {
-                    topic: {
-                        **pair_figures(r),
-                        "confusion": r.confusion,
-                        "ci95": {key: list(value) for key, value in r.ci.items()},
-                    }
-                    for topic, r in pair.per_topic.items()
-                },
-            }
-        )
-    group = None
-    if data.group is not None:
-        g = data.group
-        group = {
-            "assessors": g.assessors,
-            "items": g.n_items,
-            "fleiss_kappa": g.fleiss_kappa,
-            "fleiss_items": g.fleiss_items,
-            "fleiss_raters": g.fleiss_raters,
-            "alpha_nominal": g.alpha_nominal,
-            "alpha_ordinal": g.alpha_ordinal,
-        }
-    return {
-        "report": "agreement",
-        "assessors": [{"name": name, "kind": data.kinds.get(name, "")} for name in data.assessors],
-        "scale": data.scale,
-        "labels": data.labels,
-        "binary": data.binary,
-        "threshold": data.threshold,
-        "small_n_below": agreement.SMALL_N,
-        "pairs": pairs,
-        "group": group,
-        "computed_at": _now(),
-    }
-
-
 # --- One entry point for the pages, the report job and the commands -----------------------------
 
 REPORTS = ("evaluation", "stability", "pool_bias")
