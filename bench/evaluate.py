@@ -282,7 +282,7 @@ def measure(paths: list[Path], repeat: int) -> None:
     page, report = best_of(1, lambda: evaluation_report(campaign=campaign, source=QrelsSource()))
     print(
         f"the evaluation page's whole report (7 measures incl. infAP and Judged@10, pool facts): "
-        f"{page:.2f} s for {len(report['runs'])} runs"
+        f"{page:.2f} s for {len(report.runs)} runs"
     )
 
     other = Campaign.objects.get(slug=AGREEMENT_SLUG)

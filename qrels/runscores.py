@@ -30,6 +30,18 @@ from pooling.models import Pool, PoolEntry, Run, RunTopic
 from pooljudge.common import ProgressFn, natural_key, no_progress
 from qrels import evaluation, sampled
 from qrels.policies import POLICIES, campaign_qrels, default_policy, per_assessor_qrels
+from qrels.reports import (
+    EvaluationReport,
+    EvaluationRow,
+    PoolBiasReport,
+    PoolBiasRow,
+    PoolFacts,
+    QrelsFacts,
+    QrelsPair,
+    RunReport,
+    StabilityReport,
+    StabilityRow,
+)
 
 Qrels = dict[str, dict[str, int]]
 Runs = dict[str, dict[str, dict[str, float]]]
@@ -259,6 +271,16 @@ def parse_upload(data, *, name: str, on_conflict: str = "refuse") -> Qrels:
     return qrels
 
 
+def qrels_facts(
+    campaign: Campaign, source: QrelsSource, summary: Mapping[str, int], **more: Any
+) -> QrelsFacts:
+    """What a report states about its qrels: where they come from and what they hold
+    (``summary``: :func:`qrels_summary`)."""
+    return QrelsFacts(
+        source=source.as_params(), description=source.describe(campaign), **summary, **more
+    )
+
+
 def qrels_summary(qrels: Qrels, threshold: int) -> dict[str, int]:
     """Counts that say what a qrels holds: topics, entries, verdicts (label >= 0), relevant
     (>= threshold) and pooled-but-unjudged entries (label < 0)."""
@@ -295,7 +317,7 @@ def pool_depth(pool: Pool) -> int | None:
     return pool.spec.depth
 
 
-def pool_facts(pool: Pool, qrels: Qrels) -> dict[str, Any]:
+def pool_facts(pool: Pool, qrels: Qrels) -> PoolFacts:
     """What seed 002's reporting practice asks to state about a pool: strategy, depth, how many
     runs built it, and how many of its pairs have a verdict in ``qrels``."""
     topic_ids = dict(pool.campaign.topics.values_list("pk", "topic_id"))
@@ -303,17 +325,17 @@ def pool_facts(pool: Pool, qrels: Qrels) -> dict[str, Any]:
     for topic_pk, doc_id in PoolEntry.objects.filter(pool=pool).values_list("topic_id", "doc_id"):
         size += 1
         judged += qrels.get(topic_ids[topic_pk], {}).get(doc_id, -1) >= 0
-    return {
-        "version": pool.version,
-        "description": pool.describe(),
-        "strategy": pool.strategy,
-        "depth": pool_depth(pool),
-        "per_run_depths": bool(pool.spec.depth_per_run),
-        "runs": sorted(pool.runs.values_list("tag", flat=True)),
-        "size": size,
-        "judged": judged,
-        "judged_share": judged / size if size else None,
-    }
+    return PoolFacts(
+        version=pool.version,
+        description=pool.describe(),
+        strategy=pool.strategy,
+        depth=pool_depth(pool),
+        per_run_depths=bool(pool.spec.depth_per_run),
+        runs=tuple(sorted(pool.runs.values_list("tag", flat=True))),
+        size=size,
+        judged=judged,
+        judged_share=judged / size if size else None,
+    )
 
 
 def _pools_for(campaign: Campaign, source: QrelsSource) -> list[Pool]:
@@ -352,7 +374,7 @@ def evaluation_report(
     uploaded: Qrels | None = None,
     measures: Sequence[str] | None = None,
     progress: ProgressFn = no_progress,
-) -> dict[str, Any]:
+) -> EvaluationReport:
     """Every current run scored against the qrels of ``source`` at the campaign's threshold:
     means over all qrels topics (trec_eval -c), per-topic values, unjudged share of the top 10,
     and the facts a report must state (qrels used, pools, their depth and judged share).
@@ -408,42 +430,45 @@ def evaluation_report(
     campaign_topics = set(campaign.topics.values_list("topic_id", flat=True))
     rows = []
     for s in scores:
-        row = {
-            "run": s.run,
-            "contributor": s.run in contributors,
-            "mean": s.mean,
-            "unjudged_at_10": s.unjudged_at_10,
-            "topics_answered": len(s.per_topic),
-        }
-        if s.run in estimates:
-            row["intervals"] = _add_inferred(s, estimates[s.run], inferred, topics)
-        row["per_topic"] = {
-            topic: [values[m] for m in measures] for topic, values in s.per_topic.items()
-        }
-        rows.append(row)
-    judged_at_10 = [1 - row["unjudged_at_10"] for row in rows if row["topics_answered"]]
-    return {
-        "report": "evaluation",
-        "campaign": campaign.slug,
-        "qrels": {
-            "source": source.as_params(),
-            "description": source.describe(campaign),
-            **summary,
-            "topics_not_in_campaign": sorted(set(topics) - campaign_topics, key=natural_key),
-        },
-        "threshold": threshold,
-        "measures": measures,
-        "topics": topics,
-        "pools": [pool_facts(pool, qrels) for pool in pools],
-        "judged_at_10": {
+        # The intervals first: _add_inferred puts the inferred measures into the scores.
+        intervals = (
+            _add_inferred(s, estimates[s.run], inferred, topics) if s.run in estimates else None
+        )
+        rows.append(
+            EvaluationRow(
+                run=s.run,
+                contributor=s.run in contributors,
+                mean=s.mean,
+                unjudged_at_10=s.unjudged_at_10,
+                topics_answered=len(s.per_topic),
+                per_topic={
+                    topic: [values[m] for m in measures] for topic, values in s.per_topic.items()
+                },
+                intervals=intervals,
+            )
+        )
+    judged_at_10 = [1 - row.unjudged_at_10 for row in rows if row.topics_answered]
+    return EvaluationReport(
+        campaign=campaign.slug,
+        qrels=qrels_facts(
+            campaign,
+            source,
+            summary,
+            topics_not_in_campaign=tuple(sorted(set(topics) - campaign_topics, key=natural_key)),
+        ),
+        threshold=threshold,
+        measures=tuple(measures),
+        topics=tuple(topics),
+        pools=tuple(pool_facts(pool, qrels) for pool in pools),
+        judged_at_10={
             "mean": sum(judged_at_10) / len(judged_at_10) if judged_at_10 else None,
             "lowest": min(judged_at_10) if judged_at_10 else None,
         },
-        "runs": rows,
-        "inferred": _inferred_notes(sample_pool, measures),
-        "computed_at": _now(),
-        "seconds": round(time.perf_counter() - started, 3),
-    }
+        runs=tuple(rows),
+        inferred=_inferred_notes(sample_pool, measures),
+        computed_at=_now(),
+        seconds=round(time.perf_counter() - started, 3),
+    )
 
 
 def _sample_qrels(pool: Pool, qrels: Qrels) -> dict[str, dict[str, sampled.SampledPair]]:
@@ -506,50 +531,6 @@ def _inferred_notes(pool: Pool | None, measures: Sequence[str]) -> dict[str, Any
     }
 
 
-def ranked(rows: Sequence[Mapping[str, Any]], measure: str) -> list[Mapping[str, Any]]:
-    """Report rows best first by their mean ``measure``; equal means in run-name order (as
-    qrels.evaluation.rank_runs orders them)."""
-    return sorted(rows, key=lambda row: (-row["mean"][measure], row["run"]))
-
-
-def run_topics(report: Mapping[str, Any], run: str) -> list[dict[str, Any]] | None:
-    """One run's per-topic rows of an evaluation report, every qrels topic in order (a topic
-    the run did not answer has no values); None if the run is not in the report."""
-    row = next((r for r in report["runs"] if r["run"] == run), None)
-    if row is None:
-        return None
-    measures = report["measures"]
-    return [
-        {
-            "topic": topic,
-            "values": (
-                dict(zip(measures, row["per_topic"][topic], strict=True))
-                if topic in row["per_topic"]
-                else None
-            ),
-        }
-        for topic in report["topics"]
-    ]
-
-
-def explicit_report(report: Mapping[str, Any]) -> dict[str, Any]:
-    """The report for a JSON download: per-topic values keyed by measure name."""
-    out = dict(report)
-    measures = report.get("measures", [])
-    if report.get("report") == "evaluation":
-        out["runs"] = [
-            {
-                **row,
-                "per_topic": {
-                    topic: dict(zip(measures, values, strict=True))
-                    for topic, values in row["per_topic"].items()
-                },
-            }
-            for row in report["runs"]
-        ]
-    return out
-
-
 # --- Ranking stability ---------------------------------------------------------------------------
 
 
@@ -562,7 +543,7 @@ def stability_report(
     common_topics: bool = True,
     uploaded: Mapping[str, Qrels] | None = None,
     progress: ProgressFn = no_progress,
-) -> dict[str, Any]:
+) -> StabilityReport:
     """The ordering of the current runs by ``measure`` under two qrels, Kendall's tau between
     the orderings, and the pairs of runs that swap (seed 000). ``uploaded`` holds the parsed
     files of upload sources under the keys "first" and "second". With ``common_topics`` both
@@ -582,8 +563,9 @@ def stability_report(
     both = set(sides["first"]) & set(sides["second"])
     if common_topics:
         sides = {key: {t: q for t, q in qrels.items() if t in both} for key, qrels in sides.items()}
+    summaries = {key: qrels_summary(qrels, threshold) for key, qrels in sides.items()}
     for key, source in (("first", first), ("second", second)):
-        if not qrels_summary(sides[key], threshold)["verdicts"]:
+        if not summaries[key]["verdicts"]:
             raise ValueError(
                 f"The qrels ({source.describe(campaign)}) hold no judgment"
                 + (" on a topic both qrels have." if common_topics else ".")
@@ -601,45 +583,40 @@ def stability_report(
     order = {key: agreement.order_by_score(means[key]) for key in means}
     tau = agreement.kendall_tau(order["first"], order["second"])
     rank = {key: {run: i for i, run in enumerate(order[key], start=1)} for key in order}
-    swapped = [
-        [a, b]
+    swapped = tuple(
+        (a, b)
         for i, a in enumerate(order["first"])
         for b in order["first"][i + 1 :]
         if rank["second"][a] > rank["second"][b]
-    ]
-    rows = [
-        {
-            "run": run,
-            "first": means["first"][run],
-            "second": means["second"][run],
-            "rank_first": rank["first"][run],
-            "rank_second": rank["second"][run],
-        }
+    )
+    rows = tuple(
+        StabilityRow(
+            run=run,
+            first=means["first"][run],
+            second=means["second"][run],
+            rank_first=rank["first"][run],
+            rank_second=rank["second"][run],
+        )
         for run in order["first"]
-    ]
-    return {
-        "report": "stability",
-        "campaign": campaign.slug,
-        "measure": measure,
-        "threshold": threshold,
-        "common_topics": common_topics,
-        "qrels": {
-            key: {
-                "source": source.as_params(),
-                "description": source.describe(campaign),
-                **qrels_summary(sides[key], threshold),
-            }
-            for key, source in (("first", first), ("second", second))
-        },
-        "topics": topic_order(campaign, set(sides["first"]) | set(sides["second"])),
-        "tau": tau.tau,
-        "swapped": tau.swapped,
-        "pairs": tau.pairs,
-        "swapped_pairs": swapped,
-        "runs": rows,
-        "computed_at": _now(),
-        "seconds": round(time.perf_counter() - started, 3),
-    }
+    )
+    return StabilityReport(
+        campaign=campaign.slug,
+        measure=measure,
+        threshold=threshold,
+        common_topics=common_topics,
+        qrels=QrelsPair(
+            first=qrels_facts(campaign, first, summaries["first"]),
+            second=qrels_facts(campaign, second, summaries["second"]),
+        ),
+        topics=tuple(topic_order(campaign, set(sides["first"]) | set(sides["second"]))),
+        tau=tau.tau,
+        swapped=tau.swapped,
+        pairs=tau.pairs,
+        swapped_pairs=swapped,
+        runs=rows,
+        computed_at=_now(),
+        seconds=round(time.perf_counter() - started, 3),
+    )
 
 
 # --- Pool bias -----------------------------------------------------------------------------------
@@ -653,7 +630,7 @@ def pool_bias_report(
     policy: str | None = None,
     include_imported: bool = True,
     progress: ProgressFn = no_progress,
-) -> dict[str, Any]:
+) -> PoolBiasReport:
     """Seed 000's leave-one-out test for every run that built ``pool``, and seed 003's warning
     sign for every run: the unjudged share of its top 10 and of its top pool-depth, with the
     runs that did not contribute marked.
@@ -710,52 +687,50 @@ def pool_bias_report(
     order = agreement.order_by_score(full)
     rows = []
     for rank, run in enumerate(order, start=1):
-        row: dict[str, Any] = {
-            "run": run,
-            "contributor": run in tags,
-            "score": full[run],
-            "rank": rank,
-            "unjudged_at_10": unjudged[run].unjudged[10],
-            "unjudged_at_depth": unjudged[run].unjudged[depth] if depth else None,
-            "topics_answered": unjudged[run].topics,
-        }
+        left_out: dict[str, Any] = {}
         if run in loo:
             r = loo[run]
-            row.update(
-                score_loo=r.score_loo,
-                drop=r.drop,
-                relative_drop=(r.drop / r.score_full) if r.score_full else None,
-                rank_loo=r.rank_loo,
-                rank_change=r.rank_loo - r.rank_full,
-                removed=r.removed,
-                removed_relevant=r.removed_relevant,
+            left_out = {
+                "score_loo": r.score_loo,
+                "drop": r.drop,
+                "relative_drop": (r.drop / r.score_full) if r.score_full else None,
+                "rank_loo": r.rank_loo,
+                "rank_change": r.rank_loo - r.rank_full,
+                "removed": r.removed,
+                "removed_relevant": r.removed_relevant,
+            }
+        rows.append(
+            PoolBiasRow(
+                run=run,
+                contributor=run in tags,
+                score=full[run],
+                rank=rank,
+                unjudged_at_10=unjudged[run].unjudged[10],
+                unjudged_at_depth=unjudged[run].unjudged[depth] if depth else None,
+                topics_answered=unjudged[run].topics,
+                **left_out,
             )
-        rows.append(row)
-    contributed = [row for row in rows if row["contributor"]]
-    outsiders = [row for row in rows if not row["contributor"]]
-    return {
-        "report": "pool_bias",
-        "campaign": campaign.slug,
-        "measure": measure,
-        "threshold": threshold,
-        "pool": pool_facts(pool, qrels),
-        "qrels": {
-            "source": source.as_params(),
-            "description": source.describe(campaign),
-            **summary,
+        )
+    contributed = [row for row in rows if row.contributor]
+    outsiders = [row for row in rows if not row.contributor]
+    return PoolBiasReport(
+        campaign=campaign.slug,
+        measure=measure,
+        threshold=threshold,
+        pool=pool_facts(pool, qrels),
+        qrels=qrels_facts(campaign, source, summary),
+        depth=depth,
+        leave_one_out=bool(loo),
+        largest_drop=max((row.drop for row in contributed if row.left_out), default=None),
+        moved=sum(1 for row in contributed if row.rank_change),
+        mean_unjudged_at_10={
+            "contributors": _mean(row.unjudged_at_10 for row in contributed),
+            "others": _mean(row.unjudged_at_10 for row in outsiders),
         },
-        "depth": depth,
-        "leave_one_out": bool(loo),
-        "largest_drop": max((row["drop"] for row in contributed if "drop" in row), default=None),
-        "moved": sum(1 for row in contributed if row.get("rank_change")),
-        "mean_unjudged_at_10": {
-            "contributors": _mean(row["unjudged_at_10"] for row in contributed),
-            "others": _mean(row["unjudged_at_10"] for row in outsiders),
-        },
-        "runs": rows,
-        "computed_at": _now(),
-        "seconds": round(time.perf_counter() - started, 3),
-    }
+        runs=tuple(rows),
+        computed_at=_now(),
+        seconds=round(time.perf_counter() - started, 3),
+    )
 
 
 def _mean(values: Iterable[float]) -> float | None:
@@ -763,20 +738,25 @@ def _mean(values: Iterable[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-# --- Agreement -----------------------------------------------------------------------------------
 # --- One entry point for the pages, the report job and the commands -----------------------------
 
 REPORTS = ("evaluation", "stability", "pool_bias")
 
 
-def run_report(
+def run_report(**kwargs: Any) -> dict[str, Any]:
+    """:func:`compute_report`, as the JSON-safe dict a report job stores on its row (read back
+    with qrels.reports.run_report_from_dict)."""
+    return compute_report(**kwargs).to_dict()
+
+
+def compute_report(
     *,
     campaign: Campaign,
     report: str,
     options: Mapping[str, Any],
     uploaded: Mapping[str, Qrels] | None = None,
     progress: ProgressFn = no_progress,
-) -> dict[str, Any]:
+) -> RunReport:
     """Compute ``report`` from JSON-safe ``options`` (what a page's form chose, and what a job
     stores); ``uploaded`` maps the option key of an upload source ("source", "first" or
     "second") to its parsed qrels. Raises ValueError for options that do not make a report."""

@@ -29,12 +29,11 @@ from campaigns.uploads import UploadRefused, store_upload, upload_refusals
 from qrels import runscores
 from qrels.policies import PolicyConflict
 from qrels.report_forms import UploadForm
+from qrels.reports import RunReport, run_report_from_dict
 from qrels.tasks import REPORT_KIND, report_task
 
 UPLOAD_KIND = "report_qrels"
 SHOWN_PROBLEMS = 50
-# Seed 003: a double-digit share of a run's top 10 unjudged needs a caveat.
-UNJUDGED_WARNING = 0.10
 
 
 def download(content: str, *, name: str, kind: str) -> HttpResponse:
@@ -72,7 +71,7 @@ def base(campaign: Campaign, page: str) -> dict[str, Any]:
 class Outcome:
     """What a report page has to show: the report, or the job computing it, or why not."""
 
-    report: dict[str, Any] | None = None
+    report: RunReport | None = None
     job: Job | None = None
     error: str = ""
     problems: list[str] = field(default_factory=list)
@@ -91,7 +90,8 @@ def _from_job(job: Job, outcome: Outcome) -> Outcome:
     outcome.job = job
     outcome.direct = False
     if job.status == Job.Status.DONE:
-        outcome.report = (job.result or {}).get("report")
+        stored = (job.result or {}).get("report")
+        outcome.report = run_report_from_dict(stored) if stored else None
     elif job.is_final:
         outcome.error = job.error or f"The report job ended {job.status}."
         outcome.problems = (job.result or {}).get("problems", [])
@@ -121,7 +121,9 @@ def outcome_for(
         return _from_job(job, outcome)
     if size <= runscores.DIRECT_LIMIT:
         try:
-            outcome.report = runscores.run_report(campaign=campaign, report=report, options=options)
+            outcome.report = runscores.compute_report(
+                campaign=campaign, report=report, options=options
+            )
         except PolicyConflict as exc:
             count = len(exc.conflicts)
             outcome.error = (

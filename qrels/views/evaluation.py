@@ -13,12 +13,11 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from campaigns.access import get_campaign_for
 from campaigns.models import Campaign
-from qrels import report_plots, runscores
+from qrels import report_plots
 from qrels.evaluation import MEASURES
 from qrels.report_forms import EvaluationForm, UploadForm
-from qrels.reports import csv_text, json_text
+from qrels.reports import EvaluationReport
 from qrels.views.common import (
-    UNJUDGED_WARNING,
     Outcome,
     base,
     download,
@@ -27,36 +26,17 @@ from qrels.views.common import (
     page_url,
     query_string,
     read_upload,
+    report_download,
     upload_source,
 )
 
+DOWNLOADS = ("csv", "topics.csv", "json")
 
-def _evaluation_downloads(report: dict[str, Any], fmt: str, slug: str) -> HttpResponse | None:
-    measures = report["measures"]
-    if fmt == "json":
-        return download(
-            json_text(runscores.explicit_report(report)),
-            name=f"{slug}-evaluation.json",
-            kind="json",
-        )
-    if fmt == "csv":
-        rows = [
-            [row["run"], int(row["contributor"]), row["topics_answered"]]
-            + [row["mean"][m] for m in measures]
-            + [row["unjudged_at_10"]]
-            for row in runscores.ranked(report["runs"], measures[0])
-        ]
-        header = ["run", "contributor", "topics_returned", *measures, "unjudged@10"]
-        return download(csv_text(header, rows), name=f"{slug}-evaluation.csv", kind="csv")
+
+def _download(report: EvaluationReport, fmt: str, slug: str) -> HttpResponse:
     if fmt == "topics.csv":
-        rows = []
-        for row in report["runs"]:
-            for topic in report["topics"]:
-                values = row["per_topic"].get(topic)
-                rows.append([row["run"], topic, *(values or [None] * len(measures))])
-        header = ["run", "topic", *measures]
-        return download(csv_text(header, rows), name=f"{slug}-evaluation-topics.csv", kind="csv")
-    return None
+        return download(report.topics_csv(), name=f"{slug}-evaluation-topics.csv", kind="csv")
+    return report_download(report, stem=f"{slug}-evaluation", fmt=fmt)
 
 
 def _evaluation_context(
@@ -70,39 +50,33 @@ def _evaluation_context(
         "outcome": outcome,
         "report": report,
         "runs_count": campaign.runs.current().count(),
-        "unjudged_warning": UNJUDGED_WARNING,
     }
-    if not report:
+    if not isinstance(report, EvaluationReport):
         return context
+    measures = report.measures
     sort = form.sort_measure() if form.is_valid() else MEASURES[0]
-    if sort not in report["measures"]:
-        sort = report["measures"][0]
-    measures = report["measures"]
+    if sort not in measures:
+        sort = measures[0]
     run_pks = dict(campaign.runs.current().values_list("tag", "pk"))
     carry = query_string(request, format=None)
-    rows = []
-    for rank, row in enumerate(runscores.ranked(report["runs"], sort), start=1):
-        rows.append(
-            {
-                "rank": rank,
-                "run": row["run"],
-                "contributor": row["contributor"],
-                "values": [row["mean"][m] for m in measures],
-                # 95 % intervals of the inferred measures, None for the others
-                "values_intervals": [
-                    (row["mean"][m], row.get("intervals", {}).get(m)) for m in measures
-                ],
-                "unjudged": row["unjudged_at_10"],
-                "warn": row["unjudged_at_10"] >= UNJUDGED_WARNING,
-                "topics": row["topics_answered"],
-                "url": (
-                    reverse("qrels:evaluation_run", args=[campaign.slug, run_pks[row["run"]]])
-                    + carry
-                    if row["run"] in run_pks
-                    else ""
-                ),
-            }
-        )
+    rows = [
+        {
+            "rank": rank,
+            "run": row.run,
+            "contributor": row.contributor,
+            # 95 % intervals of the inferred measures, None for the others
+            "values_intervals": [(row.mean[m], (row.intervals or {}).get(m)) for m in measures],
+            "unjudged": row.unjudged_at_10,
+            "warn": row.warn,
+            "topics": row.topics_answered,
+            "url": (
+                reverse("qrels:evaluation_run", args=[campaign.slug, run_pks[row.run]]) + carry
+                if row.run in run_pks
+                else ""
+            ),
+        }
+        for rank, row in enumerate(report.ranked(sort), start=1)
+    ]
     context.update(
         {
             "sort": sort,
@@ -138,10 +112,9 @@ def evaluation_page(request: HttpRequest, slug: str) -> HttpResponse:
     outcome = outcome_for(request, campaign, "evaluation", options)
     fmt = request.GET.get("format")
     if fmt:
-        response = _evaluation_downloads(outcome.report, fmt, slug) if outcome.report else None
-        if response is None:
+        if not isinstance(outcome.report, EvaluationReport) or fmt not in DOWNLOADS:
             raise Http404("Nothing to download: the report is not computed.")
-        return response
+        return _download(outcome.report, fmt, slug)
     context = _evaluation_context(request, campaign, form, outcome)
     return render(request, "qrels/reports/evaluation.html", context)
 
@@ -195,8 +168,8 @@ def evaluation_run(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         raise Http404("No such report.")
     options = {"source": form.qrels_source().as_params()}
     outcome = outcome_for(request, campaign, "evaluation", options)
-    report = outcome.report
-    topics = runscores.run_topics(report, run.tag) if report else None
+    report = outcome.report if isinstance(outcome.report, EvaluationReport) else None
+    topics = report.run_topics(run.tag) if report else None
     if report and topics is None:
         raise Http404("This run is not in the report (it was replaced by a newer import).")
     sort = form.sort_measure() if form.is_bound else MEASURES[0]
@@ -207,9 +180,9 @@ def evaluation_run(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         "report": report,
         "back": reverse("qrels:evaluation", args=[slug]) + query_string(request, format=None),
     }
-    if report:
-        row = next(r for r in report["runs"] if r["run"] == run.tag)
-        measures = report["measures"]
+    if report and topics is not None:
+        row = report.row(run.tag)
+        measures = report.measures
         if sort not in measures:
             sort = measures[0]
         titles = dict(campaign.topics.values_list("topic_id", "title"))
@@ -219,8 +192,8 @@ def evaluation_run(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
                 "row": row,
                 "measures": measures,
                 "sort": sort,
-                "means": [row["mean"][m] for m in measures],
-                "head": [(m, row["mean"][m]) for m in measures[:3]],
+                "means": [row.mean[m] for m in measures],
+                "head": [(m, row.mean[m]) for m in measures[:3]],
                 "topic_rows": [
                     {
                         "topic": t["topic"],
@@ -233,7 +206,7 @@ def evaluation_run(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
                 "bars": report_plots.topic_bars(
                     [(t["topic"], t["values"][sort] if t["values"] else None) for t in topics],
                     measure=sort,
-                    mean=row["mean"][sort],
+                    mean=row.mean[sort],
                 ),
                 "missing": sum(1 for t in topics if t["values"] is None),
                 "bar_index": index,

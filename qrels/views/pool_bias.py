@@ -3,8 +3,6 @@ share at 10 and at the pool depth; downloads as CSV and JSON."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -12,16 +10,15 @@ from django.views.decorators.http import require_http_methods
 
 from campaigns.access import get_campaign_for
 from qrels.report_forms import PoolBiasForm
-from qrels.reports import csv_text, json_text
+from qrels.reports import PoolBiasReport
 from qrels.views.common import (
-    UNJUDGED_WARNING,
     Outcome,
     base,
-    download,
     enqueue,
     outcome_for,
     page_url,
     query_string,
+    report_download,
 )
 
 
@@ -48,70 +45,21 @@ def pool_bias_page(request: HttpRequest, slug: str) -> HttpResponse:
     outcome = (
         outcome_for(request, campaign, "pool_bias", options) if options.get("pool") else Outcome()
     )
-    report = outcome.report
+    report = outcome.report if isinstance(outcome.report, PoolBiasReport) else None
     fmt = request.GET.get("format")
     if fmt:
         if not report or fmt not in ("csv", "json"):
             raise Http404("Nothing to download: the report is not computed.")
-        if fmt == "json":
-            return download(json_text(report), name=f"{slug}-pool-bias.json", kind="json")
-        header = [
-            "run",
-            "contributor",
-            report["measure"],
-            "rank",
-            f"{report['measure']}_leave_one_out",
-            "drop",
-            "rank_leave_one_out",
-            "removed_entries",
-            "removed_relevant",
-            "unjudged@10",
-            f"unjudged@{report['depth']}" if report["depth"] else "unjudged@depth",
-        ]
-        rows = [
-            [
-                r["run"],
-                int(r["contributor"]),
-                r["score"],
-                r["rank"],
-                r.get("score_loo"),
-                r.get("drop"),
-                r.get("rank_loo"),
-                r.get("removed"),
-                r.get("removed_relevant"),
-                r["unjudged_at_10"],
-                r["unjudged_at_depth"],
-            ]
-            for r in report["runs"]
-        ]
-        return download(csv_text(header, rows), name=f"{slug}-pool-bias.csv", kind="csv")
-    context: dict[str, Any] = {
+        return report_download(report, stem=f"{slug}-pool-bias", fmt=fmt)
+    context = {
         **base(campaign, "pool_bias"),
         "form": form,
         "outcome": outcome,
         "report": report,
         "has_pools": bool(form.pools),
-        "unjudged_warning": UNJUDGED_WARNING,
+        "downloads": [
+            ("CSV", query_string(request, format="csv")),
+            ("JSON", query_string(request, format="json")),
+        ],
     }
-    if report:
-        context.update(
-            {
-                "rows": [
-                    {
-                        **r,
-                        "warn": r["unjudged_at_10"] >= UNJUDGED_WARNING,
-                        "warn_depth": (r["unjudged_at_depth"] or 0) >= UNJUDGED_WARNING,
-                        "drop_percent": 100 * (r.get("relative_drop") or 0),
-                        "rise": -(r.get("drop") or 0),
-                    }
-                    for r in report["runs"]
-                ],
-                "contributors": sum(1 for r in report["runs"] if r["contributor"]),
-                "outsiders": sum(1 for r in report["runs"] if not r["contributor"]),
-                "downloads": [
-                    ("CSV", query_string(request, format="csv")),
-                    ("JSON", query_string(request, format="json")),
-                ],
-            }
-        )
     return render(request, "qrels/reports/pool_bias.html", context, status=400 if invalid else 200)

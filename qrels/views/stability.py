@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -16,17 +17,17 @@ from qrels import report_plots
 from qrels.agreement_data import judging_assessors
 from qrels.policies import default_policy
 from qrels.report_forms import MeasureForm, QrelsSourceForm, UploadForm
-from qrels.reports import csv_text, json_text
+from qrels.reports import StabilityReport
 from qrels.views.common import (
     SHOWN_PROBLEMS,
     Outcome,
     base,
-    download,
     enqueue,
     outcome_for,
     page_url,
     query_string,
     read_upload,
+    report_download,
     upload_source,
 )
 
@@ -55,6 +56,42 @@ def _stability_forms(
     return measure, first, second
 
 
+def _kept_query(*forms: forms.Form) -> dict[str, str]:
+    """The choices of the bound forms, for the page's links after a POST."""
+    return {
+        key: value
+        for form in forms
+        if form.is_bound
+        for key, value in form.data.items()
+        if key.startswith(("a-", "b-")) or key in ("measure", "common")
+    }
+
+
+def _post(
+    request: HttpRequest, campaign: Campaign, options: dict[str, Any], keep: dict[str, str]
+) -> tuple[HttpResponse | None, UploadForm, list[str]]:
+    """Start the job a POST asks for: a redirect to the page, or (None, the upload form, its
+    problems) when the uploaded file is refused."""
+    if request.POST.get("action") != "upload":
+        describe = f"ranking stability by {options['measure']}"
+        enqueue(request, campaign, "stability", options, describe=describe)
+        return redirect(page_url("qrels:stability", campaign.slug, **keep)), UploadForm(), []
+    upload_form, parsed, problems = read_upload(request, campaign)
+    if parsed is None:
+        return None, upload_form, problems
+    upload, _ = parsed
+    job = enqueue(
+        request,
+        campaign,
+        "stability",
+        {**options, "second": upload_source(upload).as_params()},
+        describe=f"ranking stability against {upload.name}",
+        uploads={"second": upload},
+        on_conflict=upload_form.conflict_policy(),
+    )
+    return redirect(page_url("qrels:stability", campaign.slug, job=job.pk)), upload_form, []
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def stability_page(request: HttpRequest, slug: str) -> HttpResponse:
@@ -65,67 +102,29 @@ def stability_page(request: HttpRequest, slug: str) -> HttpResponse:
     data = request.POST if request.method == "POST" else (request.GET or None)
     measure_form, first_form, second_form = _stability_forms(data, campaign)
     invalid = any(f.is_bound and f.errors for f in (measure_form, first_form, second_form))
-    first, second = first_form.qrels_source(), second_form.qrels_source()
-    measure = measure_form.measure_name()
-    common = measure_form.common_topics()
     options = {
-        "first": first.as_params(),
-        "second": second.as_params(),
-        "measure": measure,
-        "common_topics": common,
+        "first": first_form.qrels_source().as_params(),
+        "second": second_form.qrels_source().as_params(),
+        "measure": measure_form.measure_name(),
+        "common_topics": measure_form.common_topics(),
     }
-    keep = {
-        key: value
-        for form in (first_form, second_form, measure_form)
-        if form.is_bound
-        for key, value in form.data.items()
-        if key.startswith(("a-", "b-")) or key in ("measure", "common")
-    }
+    keep = _kept_query(first_form, second_form, measure_form)
     upload_form, upload_problems = UploadForm(), []
     if request.method == "POST" and not invalid:
-        if request.POST.get("action") == "upload":
-            upload_form, parsed, upload_problems = read_upload(request, campaign)
-            if parsed is not None:
-                upload, _ = parsed
-                options["second"] = upload_source(upload).as_params()
-                job = enqueue(
-                    request,
-                    campaign,
-                    "stability",
-                    options,
-                    describe=f"ranking stability against {upload.name}",
-                    uploads={"second": upload},
-                    on_conflict=upload_form.conflict_policy(),
-                )
-                return redirect(page_url("qrels:stability", slug, job=job.pk))
-        else:
-            enqueue(
-                request,
-                campaign,
-                "stability",
-                options,
-                describe=f"ranking stability by {measure}",
-            )
-            return redirect(page_url("qrels:stability", slug, **keep))
+        response, upload_form, upload_problems = _post(request, campaign, options, keep)
+        if response is not None:
+            return response
     outcome = (
         Outcome()
         if invalid or upload_problems
         else outcome_for(request, campaign, "stability", options)
     )
-    report = outcome.report
+    report = outcome.report if isinstance(outcome.report, StabilityReport) else None
     fmt = request.GET.get("format") if request.method == "GET" else None
     if fmt:
         if not report or fmt not in ("csv", "json"):
             raise Http404("Nothing to download: the report is not computed.")
-        if fmt == "json":
-            return download(json_text(report), name=f"{slug}-stability.json", kind="json")
-        rows = [
-            [r["run"], r["first"], r["second"], r["rank_first"], r["rank_second"]]
-            for r in report["runs"]
-        ]
-        header = ["run", f"{report['measure']}_first", f"{report['measure']}_second"]
-        header += ["rank_first", "rank_second"]
-        return download(csv_text(header, rows), name=f"{slug}-stability.csv", kind="csv")
+        return report_download(report, stem=f"{slug}-stability", fmt=fmt)
     context: dict[str, Any] = {
         **base(campaign, "stability"),
         "measure_form": measure_form,
@@ -139,49 +138,19 @@ def stability_page(request: HttpRequest, slug: str) -> HttpResponse:
         "runs_count": campaign.runs.current().count(),
     }
     if report:
-        first_label = _side_label(report["qrels"]["first"]["description"], "A")
-        second_label = _side_label(report["qrels"]["second"]["description"], "B")
-        context.update(
-            {
-                "first_label": first_label,
-                "second_label": second_label,
-                "bump": report_plots.bump_chart(
-                    [
-                        report_plots.Bump(
-                            r["run"], r["rank_first"], r["rank_second"], r["first"], r["second"]
-                        )
-                        for r in report["runs"]
-                    ],
-                    first="A",
-                    second="B",
-                    measure=report["measure"],
-                ),
-                "rows": [
-                    {**r, "delta": r["rank_first"] - r["rank_second"]} for r in report["runs"]
-                ],
-                "moved": sum(1 for r in report["runs"] if r["rank_first"] != r["rank_second"]),
-                "mean_change": _mean_change(report["runs"]),
-                "shown_swaps": report["swapped_pairs"][:SHOWN_PROBLEMS],
-                "downloads": [
-                    ("CSV", query_string(request, format="csv")),
-                    ("JSON", query_string(request, format="json")),
-                ],
-            }
+        context["bump"] = report_plots.bump_chart(
+            [
+                report_plots.Bump(r.run, r.rank_first, r.rank_second, r.first, r.second)
+                for r in report.runs
+            ],
+            first="A",
+            second="B",
+            measure=report.measure,
         )
+        context["shown_swaps"] = report.swapped_pairs[:SHOWN_PROBLEMS]
+        context["downloads"] = [
+            ("CSV", query_string(request, format="csv")),
+            ("JSON", query_string(request, format="json")),
+        ]
     status = 400 if invalid or upload_problems or upload_form.errors else 200
     return render(request, "qrels/reports/stability.html", context, status=status)
-
-
-def _side_label(description: str, fallback: str) -> str:
-    return description or fallback
-
-
-def _mean_change(rows: list[dict[str, Any]]) -> dict[str, float] | None:
-    if not rows:
-        return None
-    absolute = [abs(r["second"] - r["first"]) for r in rows]
-    relative = [abs(r["second"] - r["first"]) / r["first"] for r in rows if r["first"]]
-    return {
-        "absolute": sum(absolute) / len(absolute),
-        "relative": sum(relative) / len(relative) if relative else None,
-    }

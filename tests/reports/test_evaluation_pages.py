@@ -154,7 +154,7 @@ class TestScores:
         batched = runscores.evaluation_report(campaign=campaign, source=source)
         assert [len(kw["runs"]) for kw in reads] == [1] * campaign.runs.count()
         for key in ("runs", "measures", "topics", "judged_at_10"):
-            assert batched[key] == whole[key]
+            assert getattr(batched, key) == getattr(whole, key)
 
     @pytest.mark.parametrize("policy", ["majority", "max", "min"])
     def test_scores_equal_pytrec_evals_to_four_decimals(
