@@ -10,10 +10,10 @@ from django import forms
 
 from campaigns.models import Assessor, Campaign
 from pooling.models import Pool
-from qrels.agreement_data import judging_assessors
 from qrels.evaluation import MEASURES
 from qrels.formats import CONFLICT_POLICIES
 from qrels.policies import POLICIES, default_policy
+from qrels.queries import judging_assessors
 from qrels.runscores import QrelsSource
 from qrels.sampled import DEFAULT_MEASURES
 

@@ -1,12 +1,9 @@
-"""The data behind the agreement and evaluation reports, read from the database, and the reports
-themselves as JSON-safe dicts that the pages, the downloads, the commands and the report job share.
+"""The reports computed by scoring the stored runs: evaluation, ranking stability and pool bias
+(each a qrels.reports dataclass), and :func:`compute_report`, the one entry point the pages, the
+report job and the commands share.
 
-Reading is built for speed, because a campaign of 150 runs x 1,000 documents x 200 topics is 30M
-(document, score) pairs: stored runs come from :class:`~pooling.models.RunTopic` rows through
-``values_list`` (no model instances), each topic's packed float64 scores are decoded with one
-``numpy.frombuffer``, and every run is scored by one reused pytrec_eval evaluator
-(:func:`qrels.evaluation.evaluate_runs`). Judgments for agreement come the same way, one
-``values_list`` over the campaign's current verdicts.
+The runs are read a batch at a time (qrels.queries.stored_run_batches) and every run is scored
+by one reused pytrec_eval evaluator (:func:`qrels.evaluation.evaluate_runs`).
 
 A report is computed against one :class:`QrelsSource`: the campaign's qrels under an export policy
 (qrels.policies), one assessor's own verdicts, or an uploaded qrels file. Campaign qrels are read
@@ -18,18 +15,17 @@ from __future__ import annotations
 
 import io
 import time
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import Count, Max, Q, Sum
-
-from campaigns.models import Assessor, Campaign, Judgment, Topic
-from pooling.models import Pool, PoolEntry, Run, RunTopic
+from campaigns.models import Assessor, Campaign
+from pooling.models import Pool, PoolEntry
 from pooljudge.common import ProgressFn, natural_key, no_progress
 from qrels import evaluation, sampled
 from qrels.policies import POLICIES, campaign_qrels, default_policy, per_assessor_qrels
+from qrels.queries import current_runs, stored_run_batches, stored_runs, topic_order
 from qrels.reports import (
     EvaluationReport,
     EvaluationRow,
@@ -44,132 +40,12 @@ from qrels.reports import (
 )
 
 Qrels = dict[str, dict[str, int]]
-Runs = dict[str, dict[str, dict[str, float]]]
 
 # Reports over at most this many ranked documents (the sum of the current runs' list lengths)
 # are computed while the page loads (a tenth of a second per 100,000 on one core); bigger ones
 # run as a background job whose result the page shows once it is done.
 DIRECT_LIMIT = 300_000
 SOURCE_KINDS = ("campaign", "assessor", "upload")
-FIVE = ("AP", "nDCG@10", "P@10", "Rprec", "bpref")
-
-
-# --- Stored runs ---------------------------------------------------------------------------------
-
-
-def stored_runs(*, runs: Iterable[Run], progress: ProgressFn = no_progress) -> Runs:
-    """run tag -> topic id -> document id -> score, for ``runs`` (in their order).
-
-    One query for the RunTopic rows as tuples; the scores are the packed float64 of the import
-    (``numpy.frombuffer``, no copy until ``tolist``), so the values are bit for bit those a
-    parser of the run file gives. Two runs with one tag (a superseded one and its successor)
-    cannot both be passed: the caller picks."""
-    run_list = list(runs)
-    tags = {run.pk: run.tag for run in run_list}
-    if len(set(tags.values())) != len(tags):
-        raise ValueError("two of the runs share a tag")
-    result: Runs = {run.tag: {} for run in run_list}
-    if not run_list:
-        return result
-    campaign_ids = {run.campaign_id for run in run_list}
-    topic_ids = dict(
-        Topic.objects.filter(campaign_id__in=campaign_ids).values_list("pk", "topic_id")
-    )
-    rows = (
-        RunTopic.objects.filter(run_id__in=list(tags))
-        .order_by()
-        .values_list("run_id", "topic_id", "docids", "scores")
-    )
-    total = len(tags)
-    seen: set[int] = set()
-    import numpy as np  # here, not at the top: a web process loads this module for its pages
-
-    frombuffer, float64 = np.frombuffer, np.float64
-    for run_id, topic_pk, docids, scores in rows.iterator(chunk_size=500):
-        if not docids:
-            continue
-        result[tags[run_id]][topic_ids[topic_pk]] = dict(
-            zip(docids.split("\n"), frombuffer(scores, float64).tolist(), strict=True)
-        )
-        if run_id not in seen:
-            seen.add(run_id)
-            progress(len(seen), total, "reading runs")
-    return result
-
-
-# Ranked documents of the runs one batch of stored_run_batches holds (a batch has one run at
-# least): the 143 TREC-COVID round-1 runs (3.5M documents) come in about 14 batches, and scoring
-# them holds about a tenth of them at a time (bench/memory.py).
-BATCH_DOCUMENTS = 250_000
-
-
-def stored_run_batches(
-    *, runs: Sequence[Run], progress: ProgressFn = no_progress, documents: int | None = None
-) -> Iterator[Runs]:
-    """:func:`stored_runs` for ``runs`` a few at a time (in their order), each batch holding
-    about ``documents`` (default BATCH_DOCUMENTS) ranked documents, so that scoring every run
-    needs the memory of a batch, not of them all."""
-    documents = BATCH_DOCUMENTS if documents is None else documents
-    lengths = dict(
-        RunTopic.objects.filter(run__in=[run.pk for run in runs])
-        .values("run")
-        .annotate(n=Sum("length"))
-        .values_list("run", "n")
-        .order_by()
-    )
-    batch: list[Run] = []
-    size = done = 0
-    for run in runs:
-        length = lengths.get(run.pk) or 0
-        if batch and size + length > documents:
-            yield stored_runs(runs=batch)
-            done += len(batch)
-            progress(done, len(runs), "scoring runs")
-            batch, size = [], 0
-        batch.append(run)
-        size += length
-    if batch:
-        yield stored_runs(runs=batch)
-        progress(done + len(batch), len(runs), "scoring runs")
-
-
-def ranked_documents(campaign: Campaign) -> int:
-    """How many (topic, document) lines the campaign's current runs hold: the size of a report."""
-    return (
-        RunTopic.objects.filter(run__campaign=campaign, run__superseded_at__isnull=True).aggregate(
-            n=Sum("length")
-        )["n"]
-        or 0
-    )
-
-
-def computed_directly(campaign: Campaign) -> bool:
-    return ranked_documents(campaign) <= DIRECT_LIMIT
-
-
-def fingerprint(campaign: Campaign) -> str:
-    """Changes whenever anything a report reads changes: a judgment made or revised, a run
-    imported or replaced, a pool built, the relevance threshold. Cached job results carry it."""
-    judged = Judgment.objects.filter(campaign=campaign).aggregate(
-        n=Count("pk"), last=Max("judged_at"), top=Max("pk"), versions=Sum("version")
-    )
-    runs = campaign.runs.aggregate(
-        n=Count("pk"), top=Max("pk"), gone=Count("pk", filter=Q(superseded_at__isnull=False))
-    )
-    pools = campaign.pools.aggregate(n=Count("pk"), built=Max("built_at"))
-    parts = [
-        judged["n"],
-        judged["top"],
-        judged["versions"],
-        judged["last"].isoformat() if judged["last"] else "",
-        runs["n"],
-        runs["top"],
-        runs["gone"],
-        pools["n"],
-        pools["built"].isoformat() if pools["built"] else "",
-        campaign.relevance_threshold,
-    ]
-    return "|".join("" if part is None else str(part) for part in parts)
 
 
 # --- Qrels sources -------------------------------------------------------------------------------
@@ -300,13 +176,6 @@ def qrels_summary(qrels: Qrels, threshold: int) -> dict[str, int]:
     }
 
 
-def topic_order(campaign: Campaign, topics: Collection[str]) -> list[str]:
-    """``topics`` in the campaign's topic-file order; ids the campaign lacks come last, in
-    natural order."""
-    position = dict(campaign.topics.values_list("topic_id", "position"))
-    return sorted(topics, key=lambda t: (t not in position, position.get(t, 0), natural_key(t)))
-
-
 # --- Pools ---------------------------------------------------------------------------------------
 
 
@@ -361,10 +230,6 @@ def _check_measures(measures: Sequence[str]) -> list[str]:
     if len(set(measures)) != len(measures):
         raise ValueError("A measure is listed twice.")
     return measures
-
-
-def current_runs(campaign: Campaign) -> list[Run]:
-    return list(campaign.runs.current().order_by("tag"))
 
 
 def evaluation_report(
@@ -739,8 +604,6 @@ def _mean(values: Iterable[float]) -> float | None:
 
 
 # --- One entry point for the pages, the report job and the commands -----------------------------
-
-REPORTS = ("evaluation", "stability", "pool_bias")
 
 
 def run_report(**kwargs: Any) -> dict[str, Any]:

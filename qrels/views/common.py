@@ -6,7 +6,7 @@ Size decides how a report is computed: a campaign whose current runs hold at mos
 ``runscores.DIRECT_LIMIT`` ranked documents is scored while the page loads (well under a second);
 a bigger one is scored by a background job (``qrels.tasks.report_task``) started with a button,
 its progress shown on the page, and its result kept on the job row and shown again for as long
-as nothing it read has changed (``runscores.fingerprint``). A report against an uploaded qrels
+as nothing it read has changed (``queries.fingerprint``). A report against an uploaded qrels
 file always runs as a job: the file is stored with the campaign's uploads, and the job's page
 (``?job=<id>``) shows and downloads the result.
 """
@@ -26,7 +26,7 @@ from django.utils.http import content_disposition_header
 from campaigns import jobs
 from campaigns.models import Campaign, Job, Upload
 from campaigns.uploads import UploadRefused, store_upload, upload_refusals
-from qrels import runscores
+from qrels import queries, runscores
 from qrels.policies import PolicyConflict
 from qrels.report_forms import UploadForm
 from qrels.reports import RunReport, run_report_from_dict
@@ -114,7 +114,7 @@ def _job_from_query(request: HttpRequest, campaign: Campaign, report: str) -> Jo
 def outcome_for(
     request: HttpRequest, campaign: Campaign, report: str, options: dict[str, Any]
 ) -> Outcome:
-    size = runscores.ranked_documents(campaign)
+    size = queries.ranked_documents(campaign)
     outcome = Outcome(size=size)
     job = _job_from_query(request, campaign, report)
     if job is not None:
@@ -139,7 +139,7 @@ def outcome_for(
     related = campaign.jobs.filter(
         kind=REPORT_KIND,
         params__key=_key(report, options),
-        params__fingerprint=runscores.fingerprint(campaign),
+        params__fingerprint=queries.fingerprint(campaign),
     )
     active = related.active().first()
     if active is not None:
@@ -171,7 +171,7 @@ def enqueue(
                 "report": report,
                 "options": options,
                 "key": _key(report, options),
-                "fingerprint": runscores.fingerprint(campaign),
+                "fingerprint": queries.fingerprint(campaign),
                 "uploads": {key: upload.pk for key, upload in uploads.items()},
                 "on_conflict": on_conflict,
                 "files": [describe],

@@ -16,8 +16,8 @@ from django_htmx.http import HttpResponseClientRefresh
 from campaigns.access import get_campaign_for
 from campaigns.models import Assessor, Judgment
 from pooling.models import Pool
-from qrels import runscores
-from qrels.agreement_data import judging_assessors
+from qrels import queries, runscores
+from qrels.queries import judging_assessors
 from qrels.tasks import REPORT_KIND
 from qrels.views.common import base
 
@@ -41,7 +41,7 @@ def reports_index(request: HttpRequest, slug: str) -> HttpResponse:
         "people": sum(1 for a in assessors if a.kind == Assessor.Kind.PERSON),
         "overlap": overlap,
         "runs": campaign.runs.current().count(),
-        "ranked": runscores.ranked_documents(campaign),
+        "ranked": queries.ranked_documents(campaign),
         "direct_limit": runscores.DIRECT_LIMIT,
         "verdicts": Judgment.objects.filter(campaign=campaign, label__gte=0).count(),
         "pools": pools,

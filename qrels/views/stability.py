@@ -14,8 +14,8 @@ from django.views.decorators.http import require_http_methods
 from campaigns.access import get_campaign_for
 from campaigns.models import Assessor, Campaign
 from qrels import report_plots
-from qrels.agreement_data import judging_assessors
 from qrels.policies import default_policy
+from qrels.queries import judging_assessors
 from qrels.report_forms import MeasureForm, QrelsSourceForm, UploadForm
 from qrels.reports import StabilityReport
 from qrels.views.common import (
