@@ -16,6 +16,7 @@ from campaigns.models import Assessor, Campaign
 from qrels import report_plots
 from qrels.agreement_data import BOOTSTRAP, agreement_data
 from qrels.report_forms import AgreementForm
+from qrels.reports import AgreementReport
 from qrels.views.common import base, query_string, report_download
 
 if TYPE_CHECKING:
@@ -55,44 +56,11 @@ def agreement_page(request: HttpRequest, slug: str) -> HttpResponse:
             data, stem=f"{campaign.slug}-agreement{'-binary' if binary else ''}", fmt=fmt
         )
     data = agreement_data(campaign=campaign, assessors=chosen, binary=binary)
-    pks = {a.name: a.pk for a in form.known}
-    by_pair = {}
-    for pair in data.pairs:
-        by_pair[(pair.a, pair.b)] = by_pair[(pair.b, pair.a)] = pair
-    labels_param = "binary" if binary else "graded"
-    matrix = []
-    for name in data.assessors:
-        cells = []
-        for other in data.assessors:
-            pair = by_pair.get((name, other))
-            cells.append(
-                {
-                    "self": name == other,
-                    "other": other,
-                    "pair": pair,
-                    "band": kappa_band(pair.cohen_kappa) if pair else "none",
-                    "url": (
-                        reverse("qrels:agreement_pair", args=[slug, pks[name], pks[other]])
-                        + f"?labels={labels_param}"
-                    ),
-                }
-            )
-        matrix.append({"name": name, "kind": data.kinds.get(name), "cells": cells})
-    pair_rows = [
-        {
-            "pair": pair,
-            "band": kappa_band(pair.cohen_kappa),
-            "url": reverse("qrels:agreement_pair", args=[slug, pks[pair.a], pks[pair.b]])
-            + f"?labels={labels_param}",
-        }
-        for pair in data.pairs
-    ]
     context = {
         **base(campaign, "agreement"),
         "form": form,
         "data": data,
-        "matrix": matrix,
-        "pair_rows": pair_rows,
+        **_matrix(data, slug=slug, pks={a.name: a.pk for a in form.known}),
         "small_n": data.small_n,
         "small_pairs": sum(1 for pair in data.pairs if pair.small_n),
         "negative_pairs": [pair for pair in data.pairs if pair.negative],
@@ -101,6 +69,43 @@ def agreement_page(request: HttpRequest, slug: str) -> HttpResponse:
         "json_url": query_string(request, format="json"),
     }
     return render(request, "qrels/reports/agreement.html", context, status=200 if valid else 400)
+
+
+def _matrix(data: AgreementReport, *, slug: str, pks: dict[str, int]) -> dict[str, Any]:
+    """The kappa matrix (a row and a column per assessor) and the list of pairs, each pair
+    with its band and the link to its page."""
+
+    def url(a: str, b: str) -> str:
+        labels = "binary" if data.binary else "graded"
+        return reverse("qrels:agreement_pair", args=[slug, pks[a], pks[b]]) + f"?labels={labels}"
+
+    by_pair = {}
+    for pair in data.pairs:
+        by_pair[(pair.a, pair.b)] = by_pair[(pair.b, pair.a)] = pair
+    matrix = [
+        {
+            "name": name,
+            "kind": data.kinds.get(name),
+            "cells": [
+                {
+                    "self": name == other,
+                    "other": other,
+                    "pair": by_pair.get((name, other)),
+                    "band": kappa_band(by_pair[(name, other)].cohen_kappa)
+                    if (name, other) in by_pair
+                    else "none",
+                    "url": url(name, other),
+                }
+                for other in data.assessors
+            ],
+        }
+        for name in data.assessors
+    ]
+    pair_rows = [
+        {"pair": pair, "band": kappa_band(pair.cohen_kappa), "url": url(pair.a, pair.b)}
+        for pair in data.pairs
+    ]
+    return {"matrix": matrix, "pair_rows": pair_rows}
 
 
 @login_required
@@ -142,15 +147,39 @@ def agreement_pair(request: HttpRequest, slug: str, a: int, b: int) -> HttpRespo
         "band": kappa_band(pair.cohen_kappa) if pair else "none",
         "small_n": data.small_n,
         "label_names": [(label, names.get(label, "")) for label in data.labels],
-        "heatmap": (
-            report_plots.confusion_heatmap(
-                pair.confusion, pair.labels, a=name_a, b=name_b, names=names
-            )
-            if pair
-            else None
+        "heatmap": None,
+        "figures": [],
+        "topics": [],
+        "confusion_rows": [],
+        "column_totals": [],
+        "csv_url": query_string(request, format="csv"),
+        "json_url": query_string(request, format="json"),
+        "bootstrap": BOOTSTRAP,
+    }
+    if pair:
+        graded = not binary and len(data.labels) > 2
+        context.update(
+            _pair_details(campaign, pair, a=name_a, b=name_b, names=names, graded=graded)
+        )
+    return render(request, "qrels/reports/agreement_pair.html", context)
+
+
+def _pair_details(
+    campaign: Campaign,
+    pair: PairAgreement,
+    *,
+    a: str,
+    b: str,
+    names: dict[int, str],
+    graded: bool,
+) -> dict[str, Any]:
+    """The pair page's heat map, figures, per-topic rows and confusion table."""
+    return {
+        "heatmap": report_plots.confusion_heatmap(
+            pair.confusion, pair.labels, a=a, b=b, names=names
         ),
-        "figures": _pair_figures(pair, graded=not binary and len(data.labels) > 2) if pair else [],
-        "topics": _topic_rows(campaign, pair) if pair else [],
+        "figures": _pair_figures(pair, graded=graded),
+        "topics": _topic_rows(campaign, pair),
         "confusion_rows": [
             {
                 "label": label,
@@ -159,17 +188,9 @@ def agreement_pair(request: HttpRequest, slug: str, a: int, b: int) -> HttpRespo
                 "total": sum(row),
             }
             for i, (label, row) in enumerate(zip(pair.labels, pair.confusion, strict=True))
-        ]
-        if pair
-        else [],
-        "column_totals": [sum(column) for column in zip(*pair.confusion, strict=True)]
-        if pair
-        else [],
-        "csv_url": query_string(request, format="csv"),
-        "json_url": query_string(request, format="json"),
-        "bootstrap": BOOTSTRAP,
+        ],
+        "column_totals": [sum(column) for column in zip(*pair.confusion, strict=True)],
     }
-    return render(request, "qrels/reports/agreement_pair.html", context)
 
 
 FIGURES = [

@@ -29,7 +29,7 @@ from campaigns.uploads import UploadRefused, store_upload, upload_refusals
 from qrels import queries, runscores
 from qrels.policies import PolicyConflict
 from qrels.report_forms import UploadForm
-from qrels.reports import RunReport, run_report_from_dict
+from qrels.reports import AgreementReport, RunReport, run_report_from_dict
 from qrels.tasks import REPORT_KIND, report_task
 
 UPLOAD_KIND = "report_qrels"
@@ -44,8 +44,8 @@ def download(content: str, *, name: str, kind: str) -> HttpResponse:
     return response
 
 
-def report_download(report: Any, *, stem: str, fmt: str) -> HttpResponse:
-    """``report`` (a qrels.reports dataclass) as ``stem.csv`` or ``stem.json``."""
+def report_download(report: AgreementReport | RunReport, *, stem: str, fmt: str) -> HttpResponse:
+    """``report`` as ``stem.csv`` or ``stem.json``, written by the report itself."""
     if fmt == "json":
         return download(report.to_json(), name=f"{stem}.json", kind="json")
     return download(report.to_csv(), name=f"{stem}.csv", kind="csv")
