@@ -7,11 +7,10 @@ result as a :class:`qrels.reports.AgreementReport`, which writes its own CSV and
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 from campaigns.models import Campaign
 from qrels.queries import agreement_counts, assessor_verdicts, judging_assessors, scale_labels
-from qrels.reports import AgreementReport
+from qrels.reports import AgreementReport, computed_now
 
 # Bootstrap replicates behind the 95% intervals of the per-pair page and the downloads.
 BOOTSTRAP = 1000
@@ -74,5 +73,5 @@ def agreement_data(
         group=group,
         kinds={name: known[name].kind for name in chosen},
         small_n=agreement.SMALL_N,
-        computed_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        computed_at=computed_now(),
     )

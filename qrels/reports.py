@@ -17,6 +17,7 @@ import io
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pooljudge.common import neutralise
@@ -46,6 +47,11 @@ def _cell(value: Any) -> Any:
 
 def json_text(data: Any) -> str:
     return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+
+
+def computed_now() -> str:
+    """A report's ``computed_at``: UTC to the second, ``2026-01-31T12:00:00Z``."""
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 # --- Agreement -----------------------------------------------------------------------------------

@@ -17,7 +17,6 @@ import io
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from campaigns.models import Assessor, Campaign
@@ -37,6 +36,7 @@ from qrels.reports import (
     RunReport,
     StabilityReport,
     StabilityRow,
+    computed_now,
 )
 
 Qrels = dict[str, dict[str, int]]
@@ -217,10 +217,6 @@ def _pools_for(campaign: Campaign, source: QrelsSource) -> list[Pool]:
 # --- Evaluation ----------------------------------------------------------------------------------
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def _check_measures(measures: Sequence[str]) -> list[str]:
     measures = list(measures)
     if not measures:
@@ -331,7 +327,7 @@ def evaluation_report(
         },
         runs=tuple(rows),
         inferred=_inferred_notes(sample_pool, measures),
-        computed_at=_now(),
+        computed_at=computed_now(),
         seconds=round(time.perf_counter() - started, 3),
     )
 
@@ -479,7 +475,7 @@ def stability_report(
         pairs=tau.pairs,
         swapped_pairs=swapped,
         runs=rows,
-        computed_at=_now(),
+        computed_at=computed_now(),
         seconds=round(time.perf_counter() - started, 3),
     )
 
@@ -593,7 +589,7 @@ def pool_bias_report(
             "others": _mean(row.unjudged_at_10 for row in outsiders),
         },
         runs=tuple(rows),
-        computed_at=_now(),
+        computed_at=computed_now(),
         seconds=round(time.perf_counter() - started, 3),
     )
 
