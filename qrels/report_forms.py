@@ -13,7 +13,8 @@ from pooling.models import Pool
 from qrels.evaluation import MEASURES
 from qrels.formats import CONFLICT_POLICIES
 from qrels.policies import POLICIES, default_policy
-from qrels.runscores import QrelsSource, judging_assessors
+from qrels.queries import judging_assessors
+from qrels.runscores import QrelsSource
 from qrels.sampled import DEFAULT_MEASURES
 
 YES_NO = [("yes", "Included"), ("no", "Left out")]
