@@ -44,25 +44,26 @@ def read_plainly(path: Path) -> dict[str, dict[str, float]]:
     return by_topic
 
 
-def top_documents(path: Path, depth: int) -> dict[str, list[str]]:
-    """topic -> the run's top ``depth`` documents in trec_eval order, read with plain Python:
-    (score as numpy's float32, document id) pairs sorted and reversed."""
+def ranked_plainly(run: dict[str, dict[str, float]]) -> dict[str, list[str]]:
+    """topic -> the run's documents in trec_eval order, computed with plain Python: (score as
+    numpy's float32, document id) pairs sorted and reversed."""
     return {
         topic: [
             doc
             for _score, doc in sorted(
                 zip(np.float32(list(scored.values())).tolist(), scored, strict=True),
                 reverse=True,
-            )[:depth]
+            )
         ]
-        for topic, scored in read_plainly(path).items()
+        for topic, scored in run.items()
     }
 
 
-def trec_eval_agrees(path: Path, tops: dict[str, list[str]], depth: int) -> bool:
+def trec_eval_agrees(
+    run: dict[str, dict[str, float]], tops: dict[str, list[str]], depth: int
+) -> bool:
     """Whether trec_eval evaluates exactly ``tops`` as the run's top ``depth`` of each topic:
     with those documents (and only those) relevant, its P@depth is all of them."""
-    run = read_plainly(path)
     qrels = {topic: dict.fromkeys(docs, 1) for topic, docs in tops.items()}
     evaluator = pytrec_eval.RelevanceEvaluator(qrels, {f"P.{depth}"})
     results = evaluator.evaluate(run)
@@ -71,7 +72,22 @@ def trec_eval_agrees(path: Path, tops: dict[str, list[str]], depth: int) -> bool
     )
 
 
-def test_a_depth_10_pool_of_the_143_round_1_runs_matches_a_plain_union(campaign):
+def stored_pool(pool: Pool) -> dict[str, set[str]]:
+    stored: dict[str, set[str]] = defaultdict(set)
+    for topic, doc in pool.entries.values_list("topic__topic_id", "doc_id").iterator():
+        stored[topic].add(doc)
+    return stored
+
+
+def test_pools_of_the_143_round_1_runs_are_the_top_k_trec_eval_evaluates(campaign):
+    """The 143 runs are imported once; a depth-10 pool equals a plain union of every run's top 10
+    (with its per-topic statistics and the planner's prediction), and the pools of depth 20, 50
+    and 100 are exactly the top k that trec_eval evaluates.
+
+    Scores are 32-bit floats to trec_eval: in 2 of the 143 runs scores that differ only beyond
+    a float's precision tie there, and are ordered by document id. Ordered as 64-bit floats,
+    the pools of depth 20, 50 and 100 differed from trec_eval's top k by 4, 568 and 1,104
+    (topic, document) pairs."""
     Topic.objects.bulk_create(
         Topic(campaign=campaign, topic_id=str(i), position=i) for i in range(1, 31)
     )
@@ -84,6 +100,10 @@ def test_a_depth_10_pool_of_the_143_round_1_runs_matches_a_plain_union(campaign)
     assert summary.counts["lines"] == 3_509_493
     assert Run.objects.filter(campaign=campaign).count() == 143
 
+    # Each file is read once, plainly, and kept ranked for every depth.
+    runs = {path.name: read_plainly(path) for path in files}
+    ranked = {name: ranked_plainly(run) for name, run in runs.items()}
+
     started = time.perf_counter()
     pool = create_pool(campaign=campaign, strategy="depth", params={"depth": DEPTH})
     job = Job.objects.get(pk=pool.job_id)
@@ -94,13 +114,11 @@ def test_a_depth_10_pool_of_the_143_round_1_runs_matches_a_plain_union(campaign)
 
     expected: dict[str, set[str]] = defaultdict(set)
     proposals: dict[str, int] = defaultdict(int)
-    for path in files:
-        for topic, docs in top_documents(path, DEPTH).items():
-            expected[topic].update(docs)
-            proposals[topic] += len(docs)
-    stored: dict[str, set[str]] = defaultdict(set)
-    for topic, doc in pool.entries.values_list("topic__topic_id", "doc_id").iterator():
-        stored[topic].add(doc)
+    for by_topic in ranked.values():
+        for topic, docs in by_topic.items():
+            expected[topic].update(docs[:DEPTH])
+            proposals[topic] += len(docs[:DEPTH])
+    stored = stored_pool(pool)
     assert set(stored) == set(expected) == {str(i) for i in range(1, 31)}
     for topic in expected:
         assert stored[topic] == expected[topic], f"topic {topic}"
@@ -117,29 +135,16 @@ def test_a_depth_10_pool_of_the_143_round_1_runs_matches_a_plain_union(campaign)
         f"built in {built:.1f} s"
     )
 
-
-def test_depth_20_50_and_100_pools_are_the_top_k_trec_eval_evaluates(campaign):
-    """Scores are 32-bit floats to trec_eval: in 2 of the 143 runs scores that differ only beyond
-    a float's precision tie there, and are ordered by document id. Ordered as 64-bit floats,
-    the pools of depth 20, 50 and 100 differed from trec_eval's top k by 4, 568 and 1,104
-    (topic, document) pairs."""
-    Topic.objects.bulk_create(
-        Topic(campaign=campaign, topic_id=str(i), position=i) for i in range(1, 31)
-    )
-    files = sorted(RUNS.iterdir())
-    import_runs(campaign=campaign, sources=[(path.name, path) for path in files])
     for depth in (20, 50, 100):
         pool = create_pool(campaign=campaign, strategy="depth", params={"depth": depth})
         pool.refresh_from_db()
         assert pool.status == Pool.Status.BUILT
-        expected: dict[str, set[str]] = defaultdict(set)
-        for path in files:
-            tops = top_documents(path, depth)
-            assert trec_eval_agrees(path, tops, depth), f"{path.name} at depth {depth}"
+        expected = defaultdict(set)
+        for name, by_topic in ranked.items():
+            tops = {topic: docs[:depth] for topic, docs in by_topic.items()}
+            assert trec_eval_agrees(runs[name], tops, depth), f"{name} at depth {depth}"
             for topic, docs in tops.items():
                 expected[topic].update(docs)
-        stored: dict[str, set[str]] = defaultdict(set)
-        for topic, doc in pool.entries.values_list("topic__topic_id", "doc_id").iterator():
-            stored[topic].add(doc)
+        stored = stored_pool(pool)
         differing = sum(len(stored[topic] ^ expected[topic]) for topic in expected)
         assert differing == 0, f"depth {depth}: {differing} pairs differ from trec_eval's top k"
