@@ -297,7 +297,9 @@ def choose(*, pool: Pool, topic: Topic, claimed_since: datetime) -> Choice | Non
     ``claimed_since`` and not yet judged are someone else's."""
     from assess.models import QueueItem
 
-    row, _ = AdaptiveTopic.objects.select_for_update().get_or_create(pool=pool, topic=topic)
+    row, _ = AdaptiveTopic.objects.select_for_update(of=("self",)).get_or_create(
+        pool=pool, topic=topic
+    )
     pending = QueueItem.objects.filter(
         pool=pool, topic=topic, done=False, claimed_at__gte=claimed_since
     ).values_list("doc_id", flat=True)
@@ -320,10 +322,13 @@ def claim_candidate(assignment, *, expired: datetime):
         choice = choose(pool=pool, topic=topic, claimed_since=expired)
         if choice is None:
             continue
+        # One row at most (unique per pool, topic, document and replica); ordered by pk, never
+        # by QueueItem's default ordering, whose joins would lock the pool and campaign too.
         candidate = (
-            QueueItem.objects.select_for_update(skip_locked=True)
+            QueueItem.objects.select_for_update(skip_locked=True, of=("self",))
             .filter(pool=pool, topic=topic, doc_id=choice.doc_id, replica=0, done=False)
             .filter(Q(claimed_by__isnull=True) | Q(claimed_at__lt=expired))
+            .order_by("pk")
             .first()
         )
         if candidate is not None:
