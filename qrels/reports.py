@@ -245,6 +245,24 @@ class PoolFacts:
 
 
 @dataclass(frozen=True)
+class JudgedAtTen:
+    """The share of a run's top 10 with a verdict: its mean over the runs and the lowest."""
+
+    mean: float | None
+    lowest: float | None
+
+
+@dataclass(frozen=True)
+class InferredNotes:
+    """Why a report on a sampled pool's pairs shows inferred measures, and a warning for infAP
+    on strata sampled at different rates (both empty where they do not apply)."""
+
+    pool: int
+    why: str
+    warning: str
+
+
+@dataclass(frozen=True)
 class EvaluationRow:
     """One run: its means, its unjudged share of the top 10, its values per topic (in the
     report's ``measures`` order) and, for the inferred measures, their 95 % intervals."""
@@ -293,9 +311,9 @@ class EvaluationReport:
     measures: tuple[str, ...]
     topics: tuple[str, ...]  # the qrels topics, in the campaign's order: means are over them
     pools: tuple[PoolFacts, ...]
-    judged_at_10: dict[str, float | None]  # "mean" and "lowest" share of a top 10 judged
+    judged_at_10: JudgedAtTen
     runs: tuple[EvaluationRow, ...]
-    inferred: dict[str, Any] | None  # a sampled pool's notes: "pool", "why", "warning"
+    inferred: InferredNotes | None  # on a sampled pool's pairs only
     computed_at: str
     seconds: float
 
@@ -338,11 +356,11 @@ class EvaluationReport:
             "measures": list(self.measures),
             "topics": list(self.topics),
             "pools": [pool.to_dict() for pool in self.pools],
-            "judged_at_10": self.judged_at_10,
+            "judged_at_10": dict(self.judged_at_10.__dict__),
             "runs": [
                 row.to_dict(self.measures if per_topic_by_measure else None) for row in self.runs
             ],
-            "inferred": self.inferred,
+            "inferred": None if self.inferred is None else dict(self.inferred.__dict__),
             "computed_at": self.computed_at,
             "seconds": self.seconds,
         }
@@ -356,9 +374,9 @@ class EvaluationReport:
             measures=tuple(data["measures"]),
             topics=tuple(data["topics"]),
             pools=tuple(PoolFacts.from_dict(pool) for pool in data["pools"]),
-            judged_at_10=data["judged_at_10"],
+            judged_at_10=JudgedAtTen(**data["judged_at_10"]),
             runs=tuple(EvaluationRow(**row) for row in data["runs"]),
-            inferred=data.get("inferred"),
+            inferred=InferredNotes(**data["inferred"]) if data.get("inferred") else None,
             computed_at=data["computed_at"],
             seconds=data["seconds"],
         )
@@ -549,6 +567,15 @@ class PoolBiasRow:
 
 
 @dataclass(frozen=True)
+class UnjudgedMeans:
+    """The mean unjudged share of the top 10 of the runs that built a pool, and of the others
+    (None where there are none)."""
+
+    contributors: float | None
+    others: float | None
+
+
+@dataclass(frozen=True)
 class PoolBiasReport:
     """Leave-one-out for each run that built a pool and every run's unjudged shares at 10 and
     at the pool depth (qrels.runscores.pool_bias_report)."""
@@ -562,7 +589,7 @@ class PoolBiasReport:
     leave_one_out: bool
     largest_drop: float | None
     moved: int  # contributors whose rank changes when left out
-    mean_unjudged_at_10: dict[str, float | None]  # "contributors" and "others"
+    mean_unjudged_at_10: UnjudgedMeans
     runs: tuple[PoolBiasRow, ...]  # by score on the full pool
     computed_at: str
     seconds: float
@@ -589,7 +616,7 @@ class PoolBiasReport:
             "leave_one_out": self.leave_one_out,
             "largest_drop": self.largest_drop,
             "moved": self.moved,
-            "mean_unjudged_at_10": self.mean_unjudged_at_10,
+            "mean_unjudged_at_10": dict(self.mean_unjudged_at_10.__dict__),
             "runs": [row.to_dict() for row in self.runs],
             "computed_at": self.computed_at,
             "seconds": self.seconds,
@@ -602,7 +629,7 @@ class PoolBiasReport:
             pool=PoolFacts.from_dict(data["pool"]),
             qrels=QrelsFacts.from_dict(data["qrels"]),
             **{key: data[key] for key in ("leave_one_out", "largest_drop", "moved")},
-            mean_unjudged_at_10=data["mean_unjudged_at_10"],
+            mean_unjudged_at_10=UnjudgedMeans(**data["mean_unjudged_at_10"]),
             runs=tuple(PoolBiasRow(**row) for row in data["runs"]),
             computed_at=data["computed_at"],
             seconds=data["seconds"],

@@ -28,6 +28,8 @@ from qrels.queries import current_runs, stored_run_batches, stored_runs, topic_o
 from qrels.reports import (
     EvaluationReport,
     EvaluationRow,
+    InferredNotes,
+    JudgedAtTen,
     PoolBiasReport,
     PoolBiasRow,
     PoolFacts,
@@ -36,6 +38,7 @@ from qrels.reports import (
     RunReport,
     StabilityReport,
     StabilityRow,
+    UnjudgedMeans,
     computed_now,
 )
 
@@ -321,10 +324,10 @@ def evaluation_report(
         measures=tuple(measures),
         topics=tuple(topics),
         pools=tuple(pool_facts(pool, qrels) for pool in pools),
-        judged_at_10={
-            "mean": sum(judged_at_10) / len(judged_at_10) if judged_at_10 else None,
-            "lowest": min(judged_at_10) if judged_at_10 else None,
-        },
+        judged_at_10=JudgedAtTen(
+            mean=sum(judged_at_10) / len(judged_at_10) if judged_at_10 else None,
+            lowest=min(judged_at_10) if judged_at_10 else None,
+        ),
         runs=tuple(rows),
         inferred=_inferred_notes(sample_pool, measures),
         computed_at=computed_now(),
@@ -364,7 +367,7 @@ def _add_inferred(
     return intervals
 
 
-def _inferred_notes(pool: Pool | None, measures: Sequence[str]) -> dict[str, Any] | None:
+def _inferred_notes(pool: Pool | None, measures: Sequence[str]) -> InferredNotes | None:
     """Why the inferred measures are there, and a warning for infAP on strata sampled at
     different rates; None when the pairs are not a sampled pool's."""
     if pool is None:
@@ -378,9 +381,9 @@ def _inferred_notes(pool: Pool | None, measures: Sequence[str]) -> dict[str, Any
             "it infers the unjudged documents of the sparse strata from the densely judged ones, "
             "which biases it. Use xinfAP."
         )
-    return {
-        "pool": pool.version,
-        "why": (
+    return InferredNotes(
+        pool=pool.version,
+        why=(
             f"Pool v{pool.version} is a stratified sample: xinfAP, infNDCG and iP@k estimate AP, "
             "nDCG and P@k from it, weighting each stratum by its sampling rate (Yilmaz, "
             "Kanoulas & Aslam, SIGIR 2008, as NIST's sample_eval computes them); the ranges are "
@@ -388,8 +391,8 @@ def _inferred_notes(pool: Pool | None, measures: Sequence[str]) -> dict[str, Any
             if any(map(sampled.is_inferred, measures))
             else ""
         ),
-        "warning": warning,
-    }
+        warning=warning,
+    )
 
 
 # --- Ranking stability ---------------------------------------------------------------------------
@@ -584,10 +587,10 @@ def pool_bias_report(
         leave_one_out=bool(loo),
         largest_drop=max((row.drop for row in contributed if row.left_out), default=None),
         moved=sum(1 for row in contributed if row.rank_change),
-        mean_unjudged_at_10={
-            "contributors": _mean(row.unjudged_at_10 for row in contributed),
-            "others": _mean(row.unjudged_at_10 for row in outsiders),
-        },
+        mean_unjudged_at_10=UnjudgedMeans(
+            contributors=_mean(row.unjudged_at_10 for row in contributed),
+            others=_mean(row.unjudged_at_10 for row in outsiders),
+        ),
         runs=tuple(rows),
         computed_at=computed_now(),
         seconds=round(time.perf_counter() - started, 3),

@@ -174,10 +174,10 @@ class Command(BaseCommand):
                 f"{pool.judged:,} of {pool.size:,} pairs judged{share}."
             )
         judged = report.judged_at_10
-        if judged["mean"] is not None:
+        if judged.mean is not None:
             out(
-                f"Top 10 judged: {judged['mean']:.0%} on average over the runs "
-                f"(lowest {judged['lowest']:.0%})."
+                f"Top 10 judged: {judged.mean:.0%} on average over the runs "
+                f"(lowest {judged.lowest:.0%})."
             )
         out(
             f"Means over all {len(report.topics)} qrels topics (trec_eval -c); "
@@ -186,10 +186,10 @@ class Command(BaseCommand):
         measures = report.measures
         inferred = report.inferred
         if inferred:
-            if inferred["why"]:
-                out(inferred["why"])
-            if inferred["warning"]:
-                out(f"Warning: {inferred['warning']}")
+            if inferred.why:
+                out(inferred.why)
+            if inferred.warning:
+                out(f"Warning: {inferred.warning}")
         rows = [
             [row.run, f"{row.topics_answered}"]
             + [_value(row, m) for m in measures]
