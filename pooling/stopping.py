@@ -51,6 +51,7 @@ class Adjudicator(Protocol):
     @property
     def relevant_count(self) -> int: ...
 
+
 METHODS = ("fusion", "rrf", "decay")
 DEFAULT_METHOD = "fusion"
 DEFAULT_TARGET = 0.8
