@@ -6,14 +6,15 @@ cost the server, in-process and deterministic (no network, no concurrency).
     .venv/bin/python bench/judging_cost.py --mode queue      # or adaptive: shared-queue claims
 
 On a fresh PostgreSQL database ``pj_cost`` (dropped and re-created on postgres@127.0.0.1:5432,
-migrated), with production settings (DEBUG=0, so Django records no queries): one assessor with a
-primary assignment of 2 topics x (n + 130) documents of ~2.5 KB each. Django's test client (it
-calls the WSGI handler with every middleware; session, CSRF and auth as deployed) judges n
-documents one after the other: GET the judging panel (htmx), then POST a label with the form's
-submission id and version and, as the page's script does, the prefetched document's token
-(``upcoming``), answered with only what changed (older code: the next document's whole panel).
-With ``--mode queue`` (or ``adaptive``: the queue judged in adaptive bandit order) the assignment
-is a shared queue: the page prefetches nothing, and each answer claims the next document.
+migrated, then VACUUM ANALYZE as autovacuum would after a bulk load), with production settings
+(DEBUG=0, so Django records no queries): one assessor with a primary assignment of 2 topics x (n
++ 130) documents of ~2.5 KB each. Django's test client (it calls the WSGI handler with every
+middleware; session, CSRF and auth as deployed) judges n documents one after the other: GET the
+judging panel (htmx), then POST a label with the form's submission id and version and, as the
+page's script does, the prefetched document's token (``upcoming``), answered with only what
+changed (older code: the next document's whole panel). With ``--mode queue`` (or ``adaptive``:
+the queue judged in adaptive bandit order) the assignment is a shared queue: the page prefetches
+nothing, and each answer claims the next document.
 
 Per request, printed as median (and p90) over the n requests:
 
@@ -122,6 +123,13 @@ def _setup(n: int, mode: str = "primary"):
         seed=1,
         mode="primary" if mode == "primary" else "queue",
     )
+    # Planner statistics, as autovacuum gathers them after a bulk load (the shared development
+    # server runs with autovacuum off; without them a queue's claim plans as if every table
+    # held one row).
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE")
     return user, assignment
 
 
