@@ -1,6 +1,7 @@
 """Benchmark: adaptive adjudication replayed on TREC-COVID round 1, every order beside depth-k.
 
     .venv/bin/python bench/adjudication.py [--data ../shared/data] [--loro] [--json]
+                                           [--stopping fusion|rrf|decay]
 
 Setting (issue 15): the 143 round-1 runs and the round-1 qrels; the universe is the judged pairs
 (each run's list of a topic cut down to the documents the qrels judge, in trec_eval order);
@@ -11,9 +12,11 @@ assessors in an adaptive pool.
 Printed per order: judgments needed, summed over the 30 topics, to find 50/80/90/95 % of each
 topic's relevant documents; the share of depth-k order's judgments at 80 %; the stopping rule told
 to stop at 80 % (how many topics it stops with true recall in [75 %, 90 %], and the median true
-recall when it says stop); the selection cost per judgment (next + judge, CPU, median and 99th
-percentile). ``--loro`` adds the leave-one-run-out check (each run left out of the pool in turn:
-the share of its top-10 judged when the others' order reaches 80 %), which takes a few minutes.
+recall when it says stop; ``--stopping decay`` gives the first estimate's figure, 10/30 for the
+bandit; ``bench/stopping.py`` compares the methods); the selection cost per judgment (next +
+judge, CPU, median and 99th percentile). ``--loro`` adds the leave-one-run-out check (each run
+left out of the pool in turn: the share of its top-10 judged when the others' order reaches
+80 %), which takes a few minutes.
 
 Reads the runs with the project's own parser (``pooling.formats.read_run_file``, about 25 s).
 Prints figures only; asserts nothing.
@@ -31,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pooling import adjudication  # noqa: E402
+from pooling import adjudication, stopping  # noqa: E402
 from pooling.formats import read_run_file  # noqa: E402
 from qrels.formats import read_qrels_file  # noqa: E402
 
@@ -84,6 +87,9 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--loro", action="store_true", help="add the leave-one-run-out check")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--stopping", choices=stopping.METHODS, default=stopping.DEFAULT_METHOD, help="estimate"
+    )
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -96,7 +102,14 @@ def main() -> None:
     rows = []
     baseline = None
     for name, order, credit, burn_in in SETTINGS:
-        replays = adjudication.replay(runs, qrels, order=order, credit=credit, burn_in=burn_in)
+        replays = adjudication.replay(
+            runs,
+            qrels,
+            order=order,
+            credit=credit,
+            burn_in=burn_in,
+            stopping_method=args.stopping,
+        )
         needed = {
             f: sum(t.needed(f) or t.judged for t in replays) for f in adjudication.RECALL_POINTS
         }
@@ -142,7 +155,7 @@ def main() -> None:
         print(line)
     print(
         "judgments needed summed over topics; stop ok = topics where the stopping rule"
-        " (target 80 %) stopped with true recall in [75 %, 90 %];"
+        f" (target 80 %, {args.stopping} estimate) stopped with true recall in [75 %, 90 %];"
         " ms/judgment = next()+judge() CPU, median/p99"
     )
 

@@ -47,11 +47,13 @@ import random as _random
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pooling import stopping
+from pooling.stopping import DEFAULT_METHOD, DEFAULT_TARGET, Estimate
+
 ORDERS = ("depth", "random", "mtf", "bandit")
 ADAPTIVE_ORDERS = ("mtf", "bandit")
 CREDITS = ("prefix", "pulled")
 RECALL_POINTS = (0.5, 0.8, 0.9, 0.95)
-DEFAULT_TARGET = 0.8
 
 
 class AdjudicationError(ValueError):
@@ -317,58 +319,10 @@ class Adjudicator:
 
     # --- Stopping estimate -----------------------------------------------------------------------
 
-    def estimate(self) -> Estimate:
-        """How many relevant documents are left among the unjudged ones, and the estimated recall.
-
-        Each unjudged document's chance of being relevant is read off the runs that hold it. A run
-        whose judged prefix has ``rel`` relevant in ``n`` has the posterior mean
-        (rel + 2b) / (n + 2) for its next document, b being the topic's rate so far (a run with no
-        evidence yet is taken to be an average run, not a coin flip); a document ``k`` unjudged
-        places past the run's cursor gets that times ESTIMATE_DECAY^k, because precision falls
-        with depth. The document's chance is the mean over the runs holding it, and the sum over
-        unjudged documents is the estimate of what is left."""
-        found = self.relevant_count
-        base = (found + 1) / (self.judged_count + 2)
-        total = [0.0] * len(self.docs)
-        for r, ranked in enumerate(self.lists):
-            p = (self.rel[r] + 2 * base) / (self.judged[r] + 2)
-            for position in range(self.cursor[r], len(ranked)):
-                d = ranked[position]
-                if d in self.labels:
-                    continue
-                total[d] += p
-                p *= ESTIMATE_DECAY
-                if p < 1e-6:  # the rest of the run adds nothing measurable
-                    break
-        remaining = sum(
-            total[d] / len(self.holders[d]) for d in range(len(self.docs)) if d not in self.labels
-        )
-        recall = found / (found + remaining) if found + remaining > 0 else 1.0
-        return Estimate(
-            judged=self.judged_count,
-            relevant=found,
-            remaining=remaining,
-            recall=recall,
-            unjudged=self.size - self.judged_count,
-        )
-
-
-# Per-step discount of a run's posterior mean past its cursor. Chosen on TREC-COVID round 1
-# (bench/adjudication.py; README "Adaptive adjudication"): of the settings tried, it put the
-# most topics' stops between 75 % and 90 % true recall for a target of 80 %.
-ESTIMATE_DECAY = 0.83
-
-
-@dataclass(frozen=True)
-class Estimate:
-    judged: int
-    relevant: int
-    remaining: float
-    recall: float
-    unjudged: int
-
-    def suggests_stop(self, target: float = DEFAULT_TARGET) -> bool:
-        return self.unjudged == 0 or self.recall >= target
+    def estimate(self, method: str = DEFAULT_METHOD) -> Estimate:
+        """How many relevant documents are left among the unjudged ones, and the estimated recall
+        (``pooling.stopping``; the default method learns a fusion of the runs on the judgments)."""
+        return stopping.estimate(self, method)
 
 
 # --- Replay -------------------------------------------------------------------------------------
@@ -420,6 +374,7 @@ def replay_topic(
     relevant_from: int = 1,
     target: float = DEFAULT_TARGET,
     min_judged: int = 0,
+    stopping_method: str = DEFAULT_METHOD,
 ) -> TopicReplay:
     """Replay one topic as an assessor who answers from ``qrels`` (doc -> label; a document the
     qrels lack counts as non-relevant, as trec_eval reads it)."""
@@ -437,8 +392,8 @@ def replay_topic(
     found = 0
     stop_at = None
     stop_estimate = None
-    # The estimate reads every run's unjudged tail: asked after every 0.5 % of the pool, the stop
-    # lands at most that late, and a replay of TREC-COVID takes seconds, not minutes.
+    # The estimate refits a model on the judgments (warm-started): asked after every 0.5 % of the
+    # pool, the stop lands at most that late, and it is no longer asked once the rule said stop.
     every = max(1, adjudicator.size // 200)
     while (choice := adjudicator.next()) is not None:
         label = qrels.get(choice.doc_id, relevant_from - 1)
@@ -451,7 +406,7 @@ def replay_topic(
             and len(gains) >= min_judged
             and not adjudicator.in_burn_in
         ):
-            estimate = adjudicator.estimate()
+            estimate = adjudicator.estimate(stopping_method)
             if estimate.suggests_stop(target):
                 stop_at, stop_estimate = len(gains), estimate.recall
     return TopicReplay(topic_id, total, gains, stop_at, stop_estimate)

@@ -4,7 +4,8 @@ The assessor answers from the qrels; every order is the one assessors are served
 (``pooling.adjudication.Adjudicator``), over the run lists of the pool (the campaign's latest built
 pool, or ``--pool VERSION``). Prints, per order, the judgments needed to find 50/80/90/95 % of
 each topic's relevant documents (per topic with ``--topics``, and summed), the gain curve, where
-the stopping rule (target 80 %) says stop and the true recall there, and the leave-one-run-out
+the stopping rule (target 80 %, estimate ``--stopping``) says stop with the estimated and the true
+recall there (per topic with ``--json``), and the leave-one-run-out
 check: each run left out of the pool in turn, the share of its top 10 judged by the time the
 others' order has found 80 % of the relevant documents.
 """
@@ -27,7 +28,7 @@ from pooling.adjudication import (
     gain_curve,
     leave_one_run_out,
 )
-from pooling.models import Pool
+from pooling.stopping import DEFAULT_METHOD, METHODS
 from qrels.formats import read_qrels_file
 
 
@@ -45,6 +46,12 @@ class Command(BaseCommand):
         parser.add_argument("--burn-in", type=int, default=0, help="Every run's top D first (0).")
         parser.add_argument("--budget", type=int, help="Judgments per topic at most.")
         parser.add_argument("--target", type=float, default=0.8, help="Stopping rule's recall.")
+        parser.add_argument(
+            "--stopping",
+            choices=METHODS,
+            default=DEFAULT_METHOD,
+            help="The stopping estimate (pooling/stopping.py; fusion).",
+        )
         parser.add_argument("--seed", type=int, default=0, help="Random order's seed.")
         parser.add_argument(
             "--all-pooled",
@@ -57,7 +64,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, slug: str, **options) -> None:
         campaign = get_campaign(slug)
-        pools = campaign.pools.filter(status=Pool.Status.BUILT)
+        pools = campaign.pools.built()
         if options["pool"] is not None:
             pools = pools.filter(version=options["pool"])
         pool = pools.order_by("-version").first()
@@ -85,6 +92,7 @@ class Command(BaseCommand):
             "budget": options["budget"],
             "seed": options["seed"],
             "target": options["target"],
+            "stopping_method": options["stopping"],
         }
         try:
             replays = adaptive.replay_orders(
@@ -170,6 +178,7 @@ def _summary(topics: list[TopicReplay]) -> dict:
                 "needed": {f"{round(f * 100)}%": t.needed(f) for f in RECALL_POINTS},
                 "stop_at": t.stop_at,
                 "recall_at_stop": t.recall_at(t.stop_at) if t.stop_at else None,
+                "estimated_recall_at_stop": t.stop_estimate,
             }
             for t in topics
         },
