@@ -2,7 +2,7 @@
 stack, in three parts, each figure also a ratio to something measured in the same run.
 
     .venv/bin/python bench/load.py           # 60 assessors; 2 x 300 s paced; 7 saturation steps
-    .venv/bin/python bench/load.py --quick   # 3-4 minutes: 2 x 30 s paced; 3 steps of 15 s
+    .venv/bin/python bench/load.py --quick   # about 4.5 min: 2 x 30 s paced, 3 steps of 10 s
     nice -n 10 ... (the machine is shared: be kind to the others, and read ratios, not times)
 
 1. Service cost: bench/judging_cost.py run first, in-process and deterministic (SQL statements
@@ -22,10 +22,10 @@ stack, in three parts, each figure also a ratio to something measured in the sam
    request, errors, and afterwards every submission id sent looked up in the database (sent vs
    stored, lost, wrong label, stale posts stored).
 3. Saturation: closed loops without think time at 1, 2, 4 … 60 clients (``--levels``), each
-   step preceded by a closed loop of as many clients on /healthz (the trivial view: the
-   baseline); judgments/s, the ratio to /healthz, and the CPU split of the machine between the
-   load generator, gunicorn, PostgreSQL and everything else; the knee is the first step within
-   10 % of the best rate.
+   step between two closed loops of as many clients on /healthz (the trivial view; the
+   baseline is their mean, since the machine's other users come and go); judgments/s, the ratio
+   to /healthz, and the CPU split of the machine between the load generator, gunicorn,
+   PostgreSQL and everything else; the knee is the first step within 10 % of the best rate.
 
 Setup, all on loopback, torn down afterwards: a fresh PostgreSQL database (``pj_load``, or
 ``PJ_LOAD_DB``), migrated, static files collected (served by WhiteNoise from gunicorn as in
@@ -776,8 +776,14 @@ async def drive(
                 # The next assessors in turn, so no one runs out of documents in the run.
                 chosen = [assessors[(offset + i) % len(assessors)] for i in range(level)]
                 offset += level
-                for name, work in ((f"healthz c={level}", None), (f"judging c={level}", chosen)):
-                    seconds = args.step / 2 if work is None else args.step
+                # /healthz just before and just after: the machine's other users come and go,
+                # and the baseline is the mean of the two.
+                for name, work in (
+                    (f"healthz c={level}", None),
+                    (f"judging c={level}", chosen),
+                    (f"healthz after c={level}", None),
+                ):
+                    seconds = args.step / 3 if work is None else args.step
                     print(f"{name}: {seconds:.0f} s …", flush=True)
                     first = len(rec.samples)
                     start = await monitor.snapshot()
@@ -975,7 +981,10 @@ def report(
         print(f"   {r.name}: " + "; ".join(kinds))
 
     print()
-    print("3. saturation: closed loops without think time; /healthz by as many clients first")
+    print(
+        "3. saturation: closed loops without think time; /healthz by as many clients just "
+        "before and after (healthz/s: their mean)"
+    )
     head = (
         f"{'clients':>8}{'healthz/s':>10}{'judg/s':>8}{'ratio':>8}{'sub p50':>8}{'sub p95':>8}"
         f"{'errors':>7}{'CPU% gen':>9}{'gunicorn':>9}{'postgres':>9}{'others':>8}"
@@ -984,9 +993,12 @@ def report(
     print("   " + head)
     steps = []
     for level in args.levels:
-        base = next(r for r in results if r.name == f"healthz c={level}")
         work = next(r for r in results if r.name == f"judging c={level}")
-        healthz = sum(1 for x in base.samples if x.ok) / base.wall
+        healthz = statistics.mean(
+            sum(1 for x in r.samples if x.ok) / r.wall
+            for r in results
+            if r.name in (f"healthz c={level}", f"healthz after c={level}")
+        )
         jps = work.judgments_per_second
         judge = [x.seconds for x in work.samples if x.kind == "judge"]
         wall_cpu = work.wall * cpus / 100  # CPU seconds in 1 % of the machine

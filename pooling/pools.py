@@ -245,7 +245,7 @@ def create_pool(
     if not topic_list:
         raise PoolDefinitionError("The runs rank no documents for any topic.")
     # Lock the campaign row so two organisers get consecutive version numbers.
-    Campaign.objects.select_for_update().filter(pk=campaign.pk).first()
+    Campaign.objects.select_for_update(of=("self",)).filter(pk=campaign.pk).order_by().first()
     last = campaign.pools.aggregate(last=Max("version"))["last"] or 0
     pool = Pool.objects.create(
         campaign=campaign,
