@@ -16,9 +16,13 @@ run: $(VENV)/.installed
 	$(BIN)/python manage.py demo --url http://$(HOST):$(PORT)/
 	$(BIN)/python manage.py runserver $(HOST):$(PORT)
 
+# The suite runs on one process per core (at most TEST_PROCESSES): each has its own test
+# database; the browser and real-worker tests share one of them (tests/conftest.py).
+TEST_PROCESSES ?= 4
+
 test: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto --maxprocesses $(TEST_PROCESSES) --dist loadgroup
 
 # The property tests only, with a fresh random seed (or FUZZ_SEED=N to replay a run) and
 # FUZZ_EXAMPLES examples per parser property; `make test` always draws the same examples. A

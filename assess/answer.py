@@ -199,7 +199,8 @@ def respond(
     read = None
     if fallback is not None:
         following = fallback()
-    elif panel is not None and not token and panel.item is not None:
+    elif panel is not None and not token:
+        # Read (and, in queue mode, claimed) with the verdict's answer: nothing means done.
         following, read = panel.item, panel
     else:
         following = next_item(assignment, after=current.position)

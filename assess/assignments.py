@@ -402,7 +402,9 @@ def end_assignment(*, assignment: Assignment) -> int:
     """Stop an assignment: its unjudged documents are withdrawn (never served to its assessor
     again) and its queue claims released for the others; every judgment stays, linked to its
     item. Returns how many documents were withdrawn (0 if it had already ended)."""
-    locked = Assignment.objects.select_for_update().filter(pk=assignment.pk, active=True)
+    locked = Assignment.objects.select_for_update(of=("self",)).filter(
+        pk=assignment.pk, active=True
+    )
     if not locked.exists():
         return 0
     open_items = AssignmentItem.objects.filter(

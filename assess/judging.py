@@ -8,6 +8,7 @@ taken by someone else (the first assessor's copy is then withdrawn, never served
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from collections import defaultdict
@@ -35,6 +36,7 @@ from campaigns.models import (
     Topic,
 )
 from pooling import adaptive
+from pooling.models import Pool
 
 CLAIM_MINUTES = getattr(settings, "POOLJUDGE_CLAIM_MINUTES", 30)
 
@@ -52,8 +54,14 @@ def _claim_is_ours(item: AssignmentItem) -> bool:
     ).exists()
 
 
-def claim_next(assignment: Assignment) -> AssignmentItem | None:
-    """Claim the next document of the assignment's shared queues for its assessor."""
+def claim_next(assignment: Assignment, *, locked: bool = False) -> AssignmentItem | None:
+    """Claim the next document of the assignment's shared queues for its assessor.
+
+    On PostgreSQL one statement claims it (see _claiming_panel); ``locked`` (and other
+    databases) claim through the ORM in a transaction, an adaptive pool choosing under its
+    topic's row lock (pooling.adaptive.choose)."""
+    if connection.vendor == "postgresql" and not locked:
+        return _claiming_panel(assignment, after=None).item
     assessor = assignment.assessor
     expired = timezone.now() - timedelta(minutes=CLAIM_MINUTES)
     mine = AssignmentItem.objects.filter(
@@ -405,6 +413,11 @@ class Panel:
     progress: TopicProgress | None = None
     # Judged / total by topic pk: the item's topic, the upcoming one's, and ``also_topic``.
     counts: dict[int, TopicProgress] = field(default_factory=dict)
+    # What an adaptive pool's order reads when nothing is open (see _ADAPTIVE_STATE): the
+    # assignment's topics, new revisions and pending claims by topic pk.
+    topics: list[Topic] = field(default_factory=list)
+    revisions: dict[int, list[tuple[int, str, int, str | None]]] = field(default_factory=dict)
+    pending: dict[int, set[str]] = field(default_factory=dict)
 
 
 # The open-item test. Items whose queue claim someone else took are withdrawn in the claimer's
@@ -460,7 +473,7 @@ _PROGRESS_QUEUE = f"""
     GROUP BY q.topic_id
 """  # noqa: S608
 _PANEL_SQL = """
-WITH cur AS ({cur}),
+WITH {claim}cur AS ({cur}),
 nxt AS ({next}),
 prv AS (
     SELECT i.id, i.token, i.position, i.doc_id, i.topic_id FROM assess_assignmentitem i, cur
@@ -486,8 +499,101 @@ FROM prv
 UNION ALL
 SELECT 'g', prog.judged, NULL, prog.total, NULL, prog.topic_id, NULL,
     NULL, NULL, NULL, NULL, NULL, NULL
-FROM prog
+FROM prog{state}
 """
+
+# Claiming the next document of a shared queue inside the panel's read, when the assessor has
+# nothing open (``opened`` is empty): the whole claim of claim_next in the one statement, in
+# autocommit (no BEGIN/COMMIT round trips). ``cand`` locks only the queue entry it takes (SKIP
+# LOCKED: concurrent claimers take different entries, never wait for each other); ``claimed``
+# takes it; ``dropped`` withdraws the copy of an earlier holder whose claim expired; ``created``
+# appends the item to the assessor's order; ``chosen`` records, for an adaptive pool, which run's
+# turn chose the document (merged into the topic's row: concurrent claims lose nothing). The
+# answer's ``cur`` is the open item, or the one just created. {which} picks the candidates.
+_CLAIM = """opened AS ({opened}),
+cand AS (
+    SELECT q.id, q.topic_id, q.doc_id, q.claimed_by_id AS previous
+    FROM assess_queueitem q
+    WHERE NOT EXISTS (SELECT 1 FROM opened) AND q.pool_id = %(pool)s AND NOT q.done
+      AND (q.claimed_by_id IS NULL OR q.claimed_at < %(expired)s) AND {which}
+    ORDER BY q.replica, q."order", q.id
+    LIMIT 1
+    FOR UPDATE OF q SKIP LOCKED
+),
+claimed AS (
+    UPDATE assess_queueitem q SET claimed_by_id = %(assessor)s, claimed_at = %(now)s
+    FROM cand WHERE q.id = cand.id
+    RETURNING q.id, q.topic_id, q.doc_id, cand.previous
+),
+dropped AS (
+    UPDATE assess_assignmentitem w SET withdrawn = true
+    WHERE w.queue_item_id = (SELECT claimed.id FROM claimed WHERE claimed.previous IS NOT NULL)
+      AND w.judgment_id IS NULL
+    RETURNING 1
+),
+created AS (
+    INSERT INTO assess_assignmentitem (
+        assignment_id, topic_id, doc_id, position, token, withdrawn, queue_item_id)
+    SELECT %(assignment)s, claimed.topic_id, claimed.doc_id,
+        COALESCE((SELECT MAX(x.position) FROM assess_assignmentitem x
+                  WHERE x.assignment_id = %(assignment)s), 0) + 1,
+        %(token)s, false, claimed.id
+    FROM claimed
+    RETURNING id, token, position, doc_id, topic_id, queue_item_id
+),
+chosen AS (
+    INSERT INTO pooling_adaptivetopic AS a (pool_id, topic_id, chosen_by, updated_at)
+    SELECT %(pool)s, claimed.topic_id, jsonb_build_object(claimed.doc_id, %(run)s::text), %(now)s
+    FROM claimed WHERE %(run)s::text IS NOT NULL
+    ON CONFLICT (pool_id, topic_id) DO UPDATE
+    SET chosen_by = a.chosen_by || EXCLUDED.chosen_by, updated_at = EXCLUDED.updated_at
+    RETURNING 1
+),
+"""
+_CLAIM_CUR = "SELECT * FROM opened UNION ALL SELECT * FROM created"
+_ASSIGNMENT_TOPICS = (
+    "SELECT at.topic_id FROM assess_assignment_topics at WHERE at.assignment_id = %(assignment)s"
+)
+# A static queue: the assignment's topics, in queue order, skipping documents the assessor
+# already holds in this pool (adaptive pools serve their extra overlap copies, replica > 0,
+# this way, once the adaptive order has nothing left).
+_STATIC_CANDIDATES = f"""q.topic_id IN ({_ASSIGNMENT_TOPICS}) AND NOT EXISTS (
+        SELECT 1 FROM assess_assignmentitem m JOIN assess_assignment ma ON ma.id = m.assignment_id
+        WHERE ma.assessor_id = %(assessor)s AND ma.pool_id = %(pool)s
+          AND m.topic_id = q.topic_id AND m.doc_id = q.doc_id)"""  # noqa: S608 - fixed SQL
+# The document the adaptive order chose (pooling.adaptive.choose_from).
+_CHOSEN_CANDIDATE = "q.topic_id = %(topic)s AND q.doc_id = %(doc)s AND q.replica = 0"
+# What an adaptive pool's order reads when the assessor has nothing open (rows 't', 'r', 'q':
+# the assignment's topics; per topic, the people's revisions this process has not folded yet,
+# with the run whose turn chose the document; the documents claimed and not yet judged).
+_ADAPTIVE_STATE = """
+UNION ALL
+SELECT 't', t.id, NULL, NULL, NULL, t.id, NULL, NULL, NULL, t.topic_id, NULL, NULL, NULL
+FROM assess_assignment_topics at JOIN campaigns_topic t ON t.id = at.topic_id
+WHERE at.assignment_id = %(assignment)s AND NOT EXISTS (SELECT 1 FROM cur)
+UNION ALL
+SELECT 'r', r.id, NULL, r.label, j.doc_id, j.topic_id, NULL,
+    a.chosen_by ->> j.doc_id, NULL, NULL, NULL, NULL, NULL
+FROM assess_assignment_topics at
+LEFT JOIN (SELECT * FROM unnest(%(folded)s::bigint[], %(marks)s::bigint[])) AS f(topic, mark)
+    ON f.topic = at.topic_id
+JOIN campaigns_judgment j ON j.campaign_id = %(campaign)s AND j.topic_id = at.topic_id
+JOIN campaigns_judgmentrevision r ON r.judgment_id = j.id
+    AND (r.id > COALESCE(f.mark, 0) OR r.judged_at > %(recent)s)
+JOIN campaigns_assessor s ON s.id = j.assessor_id AND s.kind = %(person)s
+LEFT JOIN pooling_adaptivetopic a ON a.pool_id = %(pool)s AND a.topic_id = at.topic_id
+WHERE at.assignment_id = %(assignment)s AND NOT EXISTS (SELECT 1 FROM cur)
+UNION ALL
+SELECT 'q', NULL, NULL, NULL, q.doc_id, q.topic_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM assess_queueitem q
+WHERE q.pool_id = %(pool)s AND NOT q.done AND q.claimed_at >= %(expired)s
+  AND q.topic_id IN (SELECT at.topic_id FROM assess_assignment_topics at
+                     WHERE at.assignment_id = %(assignment)s)
+  AND NOT EXISTS (SELECT 1 FROM cur)
+"""
+# Attempts at claiming an adaptive choice before falling back to choosing under the topic's row
+# lock (each failed attempt means another assessor claimed a document meanwhile).
+ADAPTIVE_ATTEMPTS = 3
 
 
 def panel_reads(
@@ -497,35 +603,172 @@ def panel_reads(
     after: int | None = None,
     shown: str | None = None,
     also_topic: Topic | None = None,
+    claim: bool = False,
 ) -> Panel:
     """The panel's reads in one statement: for ``item`` (the judging page), for the open item
     with token ``shown`` (the document the page moved on to), or for the first open item after
     position ``after`` (the answer to a verdict); with the progress of ``also_topic`` too.
     ``item`` keeps the topic and judgment already loaded with it; an item found by ``shown`` or
-    ``after`` is open (no judgment)."""
-    params = {
-        "assignment": assignment.pk,
-        "assessor": assignment.assessor_id,
-        "campaign": assignment.campaign_id,
-        "pool": assignment.pool_id,
-        "item": item.pk if item is not None else None,
-        "after": after if after is not None else 0,
-        "shown": shown,
-        "also": also_topic.pk if also_topic is not None else None,
-    }
+    ``after`` is open (no judgment).
+
+    With ``claim`` (and ``after``), an active queue assignment with nothing open claims the next
+    document of its shared queue in the same statement on PostgreSQL (an adaptive pool: one more
+    statement, which reads what the order needs; see _claiming_panel); elsewhere through
+    claim_next, then one more read."""
+    queue = assignment.mode == Assignment.Mode.QUEUE
+    if claim and queue and assignment.active and item is None and shown is None:
+        if connection.vendor == "postgresql":
+            return _claiming_panel(assignment, after=after or 0, also_topic=also_topic)
+        panel = panel_reads(assignment, after=after, also_topic=also_topic)
+        if panel.item is None:
+            claimed = next_item(assignment, after=after)
+            if claimed is not None:
+                panel = panel_reads(assignment, item=claimed, also_topic=also_topic)
+        return panel
     if item is not None:
         cur = _CUR_AT
     elif shown is not None:
         cur = _CUR_SHOWN
     else:
         cur = _CUR_AFTER
+    return _read_panel(assignment, cur=cur, item=item, after=after, shown=shown, also=also_topic)
+
+
+def _panel_params(assignment: Assignment, **values) -> dict:
+    return {
+        "assignment": assignment.pk,
+        "assessor": assignment.assessor_id,
+        "campaign": assignment.campaign_id,
+        "pool": assignment.pool_id,
+        "item": None,
+        "after": 0,
+        "shown": None,
+        "also": None,
+        **values,
+    }
+
+
+def _read_panel(
+    assignment: Assignment,
+    *,
+    cur: str,
+    claim: str = "",
+    state: str = "",
+    item: AssignmentItem | None = None,
+    after: int | None = None,
+    shown: str | None = None,
+    also: Topic | None = None,
+    extra: dict | None = None,
+) -> Panel:
+    params = _panel_params(
+        assignment,
+        item=item.pk if item is not None else None,
+        after=after if after is not None else 0,
+        shown=shown,
+        also=also.pk if also is not None else None,
+        **(extra or {}),
+    )
     queue = assignment.mode == Assignment.Mode.QUEUE
     sql = _PANEL_SQL.format(
-        cur=cur, next=_NEXT, progress=_PROGRESS_QUEUE if queue else _PROGRESS_ITEMS
+        claim=claim,
+        cur=cur,
+        next=_NEXT,
+        progress=_PROGRESS_QUEUE if queue else _PROGRESS_ITEMS,
+        state=state,
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
+    return _panel_from_rows(assignment, rows, item=item, also_topic=also)
+
+
+def _claiming_panel(
+    assignment: Assignment, *, after: int | None, also_topic: Topic | None = None
+) -> Panel:
+    """PostgreSQL: the panel of the first open item after ``after``, or (nothing open) of the
+    queue document claimed for the assessor in the same statement; ``after`` None claims
+    whatever is open (claim_next). A static queue is one statement. An adaptive pool's order
+    needs its state first: the read that finds nothing open also returns what the order has not
+    folded yet, the order chooses in this process (pooling.adaptive.choose_from, nothing
+    locked), and the claim statement takes the chosen document only if nobody took it
+    meanwhile; if someone did, read and choose again; after ADAPTIVE_ATTEMPTS, choose under the
+    topic's row lock (claim_next's ORM path)."""
+    now = timezone.now()
+    base = {
+        "expired": now - timedelta(minutes=CLAIM_MINUTES),
+        "now": now,
+        "token": AssignmentItem._meta.get_field("token").get_default(),
+        "run": None,
+        "topic": None,
+        "doc": None,
+    }
+    opened = _CUR_AFTER if after is not None else f"{_CUR_AT} AND false"
+    pool = assignment.pool
+    if adaptive.options(pool) is None:
+        claim = _CLAIM.format(opened=opened, which=_STATIC_CANDIDATES)
+        return _read_panel(
+            assignment, cur=_CLAIM_CUR, claim=claim, after=after, also=also_topic, extra=base
+        )
+    for _ in range(ADAPTIVE_ATTEMPTS):
+        marks = adaptive.folded_marks(pool)
+        state = {
+            "folded": list(marks),
+            "marks": list(marks.values()),
+            "person": Assessor.Kind.PERSON.value,
+            "recent": adaptive.recent_since(),
+        }
+        if after is not None:
+            panel = _read_panel(
+                assignment,
+                cur=_CUR_AFTER,
+                state=_ADAPTIVE_STATE,
+                after=after,
+                also=also_topic,
+                extra={**base, **state},
+            )
+            if panel.item is not None:
+                return panel
+        else:
+            panel = _read_panel(
+                assignment,
+                cur=f"{_CUR_AT} AND false",
+                state=_ADAPTIVE_STATE,
+                extra={**base, **state},
+            )
+        chosen = adaptive.choose_from(
+            pool=pool,
+            topics=panel.topics,
+            marks=marks,
+            revisions=panel.revisions,
+            pending=panel.pending,
+        )
+        if chosen is None:
+            # The adaptive order has nothing left: the extra overlap copies, in queue order.
+            which = f"q.replica > 0 AND {_STATIC_CANDIDATES}"
+            values = base
+        else:
+            topic, choice = chosen
+            which = _CHOSEN_CANDIDATE
+            values = {**base, "topic": topic.pk, "doc": choice.doc_id, "run": choice.run}
+        panel = _read_panel(
+            assignment,
+            cur=_CLAIM_CUR,
+            claim=_CLAIM.format(opened=opened, which=which),
+            after=after,
+            also=also_topic,
+            extra=values,
+        )
+        if panel.item is not None or chosen is None:
+            return panel
+    claimed = claim_next(assignment, locked=True)
+    if claimed is None:
+        return Panel()
+    return panel_reads(assignment, item=claimed, also_topic=also_topic)
+
+
+def _panel_from_rows(
+    assignment: Assignment, rows, *, item: AssignmentItem | None, also_topic: Topic | None
+) -> Panel:
     panel = Panel()
     topics = {also_topic.pk: also_topic} if also_topic is not None else {}
     if item is not None:
@@ -540,6 +783,17 @@ def panel_reads(
                 pk=pk, assignment=assignment, topic_id=topic_pk, doc_id=doc_id,
                 position=position, token=token,
             )  # fmt: skip
+            continue
+        if kind == "t":
+            panel.topics.append(
+                Topic(pk=topic_pk, campaign_id=assignment.campaign_id, topic_id=topic_cols[0])
+            )
+            continue
+        if kind == "r":  # a revision (pk, label, doc, run that chose the document)
+            panel.revisions.setdefault(topic_pk, []).append((pk, doc_id, position, title))
+            continue
+        if kind == "q":
+            panel.pending.setdefault(topic_pk, set()).add(doc_id)
             continue
         if topic_pk not in topics:
             topics[topic_pk] = Topic(
@@ -575,6 +829,8 @@ def panel_reads(
             panel.counts[topic_pk] = TopicProgress(topics[topic_pk], judged, total)
     if panel.item is not None:
         panel.progress = panel.counts.get(panel.item.topic_id)
+    # The order the adaptive claim serves topics in (pooling.adaptive.claim_candidate's).
+    panel.topics.sort(key=lambda t: (t.topic_id, t.pk))
     return panel
 
 
@@ -632,15 +888,20 @@ _SCOPE_MODELS = (
     (Judgment, "j"),
 )
 _SCOPE_COLUMNS = [_columns(model, alias) for model, alias in _SCOPE_MODELS]
+# What the judging loop reads of the assignment's pool (whether and how a queue is judged in
+# adaptive order, pooling.adaptive): a built pool never changes.
+_POOL_COLUMNS = ("id", "campaign_id", "version", "strategy", "params", "seed", "created_at")
 # The judging views' one scope query: the item of the user's assignment, with everything the
 # answer needs about it, while the user is an assessor of the campaign. Written out once (the
 # ORM's compilation of the same query was the largest share of a judgment's CPU).
 _SCOPE_SQL = f"""
 SELECT {", ".join(sql for _, sql in _SCOPE_COLUMNS)},
     (SELECT r.id FROM {RubricVersion._meta.db_table} r WHERE r.campaign_id = c.id
-     ORDER BY r.number DESC LIMIT 1)
+     ORDER BY r.number DESC LIMIT 1),
+    {", ".join(f'p."{c}"' for c in _POOL_COLUMNS)}
 FROM {AssignmentItem._meta.db_table} ai
 JOIN {Assignment._meta.db_table} a ON a.id = ai.assignment_id
+JOIN {Pool._meta.db_table} p ON p.id = a.pool_id
 JOIN {Campaign._meta.db_table} c ON c.id = a.campaign_id
 JOIN {Assessor._meta.db_table} s ON s.id = a.assessor_id
 JOIN {Topic._meta.db_table} t ON t.id = ai.topic_id
@@ -677,6 +938,12 @@ def load_scope(*, user_id: int, slug: str, token: str, item_token: str) -> Assig
     assignment.campaign = campaign
     assignment.assessor = assessor
     assignment.rubric_pk = row[start]
+    values = list(row[start + 1 :])
+    params = values[_POOL_COLUMNS.index("params")]
+    if isinstance(params, str):  # Django reads jsonb as text and decodes it in the field
+        values[_POOL_COLUMNS.index("params")] = json.loads(params)
+    assignment.pool = Pool.from_db(connection.alias, list(_POOL_COLUMNS), values)
+    assignment.pool.campaign = campaign
     item.assignment = assignment
     item.topic = topic
     item.judgment = judgment

@@ -60,15 +60,11 @@ POLL_SECONDS = 5
 
 
 def _built_pools(campaign: Campaign) -> list[Pool]:
-    return list(
-        campaign.pools.filter(status=Pool.Status.BUILT)
-        .annotate(topic_count=Count("topics"))
-        .order_by("-version")
-    )
+    return list(campaign.pools.built().annotate(topic_count=Count("topics")).order_by("-version"))
 
 
 def _get_pool(campaign: Campaign, version: int) -> Pool:
-    pool = campaign.pools.filter(version=version, status=Pool.Status.BUILT).first()
+    pool = campaign.pools.built().filter(version=version).first()
     if pool is None:
         raise Http404("No such built pool.")
     return pool
@@ -76,7 +72,7 @@ def _get_pool(campaign: Campaign, version: int) -> Pool:
 
 def _chosen_pool(campaign: Campaign, value: str | None) -> Pool | None:
     """The built pool asked for (``?pool=3``), else the newest built one."""
-    built = campaign.pools.filter(status=Pool.Status.BUILT)
+    built = campaign.pools.built()
     if value and value.isdigit() and len(value) < 10:
         chosen = built.filter(version=int(value)).first()
         if chosen is not None:
@@ -500,7 +496,7 @@ def progress(request: HttpRequest, slug: str) -> HttpResponse:
         "plot": judgments_over_time(board.series, bucket=board.bucket),
         "poll_seconds": POLL_SECONDS,
         "has_assignments": Assignment.objects.filter(campaign=campaign).exists(),
-        "has_pool": campaign.pools.filter(status=Pool.Status.BUILT).exists(),
+        "has_pool": campaign.pools.built().exists(),
         "active_assessors": Assessor.objects.filter(Q(assignments__active=True), campaign=campaign)
         .distinct()
         .count(),

@@ -273,14 +273,9 @@ def _retry_answer(request: HttpRequest, assignment: Assignment, item: Assignment
 def _after_verdict(request: HttpRequest, assignment: Assignment, after: int, **extra):
     """The answer once a verdict is settled: the next document, or the finished page."""
     slug, token = assignment.campaign.slug, assignment.token
-    panel = panel_reads(assignment, after=after)
+    # Nothing left of a queue assessor's claims: the same read claims the queue's next document.
+    panel = panel_reads(assignment, after=after, claim=True)
     following = panel.item
-    if following is None and assignment.mode == Assignment.Mode.QUEUE and assignment.active:
-        # Nothing left of this assessor's claims: claim the next document of the queue.
-        claimed = next_item(assignment, after=after)
-        if claimed is not None:
-            panel = panel_reads(assignment, item=claimed)
-            following = claimed
     status = 409 if extra.get("error") else 200
     if following is None:
         if request.htmx:
@@ -361,7 +356,9 @@ def _judge_post(request: HttpRequest, assignment: Assignment, current: Assignmen
         if shown:
             panel = panel_reads(assignment, shown=shown, also_topic=current.topic)
         else:
-            panel = panel_reads(assignment, after=current.position, also_topic=current.topic)
+            panel = panel_reads(
+                assignment, after=current.position, also_topic=current.topic, claim=True
+            )
         kind = "revised" if judgment.version > 1 else "saved"
         ack = acknowledgement(
             assignment=assignment,

@@ -11,7 +11,7 @@ COPY), measures, and drops the database (``--keep`` keeps it for a rerun with ``
 
 Printed, each the best of --repeat runs, all in this one process:
   (a) stored     the campaign's qrels from the database (qrels.policies.campaign_qrels), every
-                 RunTopic row read as tuples (qrels.runscores.stored_runs: values_list, the
+                 RunTopic row read as tuples (qrels.queries.stored_runs: values_list, the
                  packed float64 scores through numpy.frombuffer) and qrels.evaluation.evaluate_runs
                  for AP, nDCG@10, P@10, Rprec and bpref (one reused RelevanceEvaluator)
   (b) files      pytrec_eval.parse_qrel and pytrec_eval.parse_run on the same files, one
@@ -167,7 +167,7 @@ def fill_agreement() -> None:
 def stored(campaign):
     from qrels.evaluation import evaluate_runs
     from qrels.policies import campaign_qrels
-    from qrels.runscores import current_runs, stored_runs
+    from qrels.queries import current_runs, stored_runs
 
     qrels = campaign_qrels(campaign=campaign)
     loaded = time.perf_counter()
@@ -245,7 +245,8 @@ def main() -> None:
 def measure(paths: list[Path], repeat: int) -> None:
     from campaigns.models import Campaign
     from pooling.models import RunTopic
-    from qrels.runscores import QrelsSource, agreement_data, evaluation_report
+    from qrels.agreement_data import agreement_data
+    from qrels.runscores import QrelsSource, evaluation_report
 
     campaign = Campaign.objects.get(slug=SLUG)
     lines = sum(RunTopic.objects.filter(run__campaign=campaign).values_list("length", flat=True))
@@ -281,7 +282,7 @@ def measure(paths: list[Path], repeat: int) -> None:
     page, report = best_of(1, lambda: evaluation_report(campaign=campaign, source=QrelsSource()))
     print(
         f"the evaluation page's whole report (7 measures incl. infAP and Judged@10, pool facts): "
-        f"{page:.2f} s for {len(report['runs'])} runs"
+        f"{page:.2f} s for {len(report.runs)} runs"
     )
 
     other = Campaign.objects.get(slug=AGREEMENT_SLUG)

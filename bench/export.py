@@ -1,26 +1,30 @@
-"""Benchmark: the export bundle over 1,000,000 judgments on PostgreSQL, against a COPY floor.
+"""Benchmark: the export bundle over 1,000,000 judgments, against a COPY floor.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/pj_export python bench/export.py
+    DATABASE_URL=sqlite:////tmp/pj_export.sqlite3 python bench/export.py   # SQLite alongside
 
 DATABASE_URL names the server (and the prefix of the throwaway database): the benchmark creates
-``<name>_bench``, migrates it, fills it with COPY and drops it at the end (``--keep`` keeps it
-for a rerun with ``--reuse``). The data: 10 assessors, 50 topics of 18,000 pooled-and-judged
-documents each (900,000 pairs, each topic owned by one primary assessor), plus 100,000 overlap
-judgments by a second assessor (1,000,000 judgments in all, labels 0-2, 1% with notes, some of
-them spreadsheet-risky) and 2,000 pooled but unjudged documents per topic (pool of 1,000,000).
+``<name>_bench`` (for SQLite, the file ``<path>_bench``), migrates it, fills it (COPY on
+PostgreSQL) and drops it at the end (``--keep`` keeps it for a rerun with ``--reuse``). The
+data: 10 assessors, 50 topics (``--topics``) of 18,000 pooled-and-judged documents each
+(900,000 pairs, each topic owned by one primary assessor), plus 100,000 overlap judgments by a
+second assessor (1,000,000 judgments in all, labels 0-2, 1% with notes, some of them
+spreadsheet-risky) and 2,000 pooled but unjudged documents per topic (pool of 1,000,000).
 
-Printed, each the best of --repeat runs:
+Printed, for each planner-statistics mode (``--statistics``: none, fresh or both), each the
+best of --repeat runs:
   floor           COPY (SELECT the judgments joined to topics, assessors, rubric versions and
                   pool entries: the sidecar's rows, unordered) TO STDOUT, iterated with psycopg
-                  and written to /dev/null
+                  and written to /dev/null (SQLite: the same query read through a cursor)
   floor, sorted   the same with the export's own query (qrels order: its ORDER BY, without the
                   sidecar columns)
   export dir      a subprocess running qrels.export.export_bundle into a directory (qrels.txt,
                   judgments.tsv, judgments.jsonl, README.md, campaign.json with agreement,
                   SHA256SUMS): wall time of the subprocess (interpreter and Django start-up
-                  included), the export's own time measured inside it, and its peak RSS (wait4)
+                  included), the export's own time measured inside it, and its peak RSS (its VmHWM)
   export zip      the same bundle as one zip (deflate level 6) streamed to a file
-and the ratios to the floor. Targets: export <= 3x the floor, peak RSS < 300 MB. No assertions.
+and the ratios to the floor. Targets: export <= 3x the floor, peak RSS < 300 MB, the export
+without statistics within 1.5x of the export with them. No assertions.
 Judgment revisions are not created (the export reads current verdicts only).
 """
 
@@ -49,10 +53,16 @@ UNJUDGED_PER_TOPIC = 2_000
 SLUG = "bench-export"
 
 
+def is_sqlite(url: str) -> bool:
+    return urlsplit(url).scheme == "sqlite"
+
+
 def bench_url(url: str) -> tuple[str, str]:
     parts = urlsplit(url)
+    if is_sqlite(url):
+        return url + "_bench", parts.path[1:] + "_bench"
     if parts.scheme not in {"postgres", "postgresql", "pgsql"}:
-        sys.exit("bench/export.py needs DATABASE_URL=postgres://… (PostgreSQL)")
+        sys.exit("bench/export.py needs DATABASE_URL=postgres://… or sqlite:////path")
     name = parts.path.lstrip("/") + "_bench"
     return urlunsplit(parts._replace(path="/" + name)), name
 
@@ -75,11 +85,14 @@ def setup_django(url: str) -> None:
 
 def create_database(url: str, name: str) -> None:
     """Create and migrate the database ``name`` on ``url``'s server (``url`` names it)."""
-    import psycopg
+    if is_sqlite(url):
+        Path(name).unlink(missing_ok=True)
+    else:
+        import psycopg
 
-    with psycopg.connect(admin_url(url), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
+        with psycopg.connect(admin_url(url), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            conn.execute(f'CREATE DATABASE "{name}"')
     env = {**os.environ, "DATABASE_URL": url, "SECRET_KEY": "bench-export-secret-key-0123456789"}
     subprocess.run(
         [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True
@@ -87,6 +100,9 @@ def create_database(url: str, name: str) -> None:
 
 
 def drop_database(url: str, name: str) -> None:
+    if is_sqlite(url):
+        Path(name).unlink(missing_ok=True)
+        return
     import psycopg
 
     with psycopg.connect(admin_url(url), autocommit=True) as conn:
@@ -94,7 +110,8 @@ def drop_database(url: str, name: str) -> None:
 
 
 def fill() -> None:
-    """The campaign, its assessors, topics, pool and 1,000,000 judgments, through COPY."""
+    """The campaign, its assessors, topics, pool and 1,000,000 judgments (through COPY on
+    PostgreSQL), without planner statistics: each mode of main() sets its own."""
     from django.db import connection, transaction
 
     from assess.models import Assignment
@@ -153,62 +170,88 @@ def fill() -> None:
             "long\tnote\nwith breaks",
             "plain remark",
         ]
-        with connection.cursor() as cursor:
-            raw = cursor.cursor
-            with raw.copy(
-                f"COPY {Judgment._meta.db_table} ({judgment_columns}) FROM STDIN"
-            ) as copy:
-                for index, topic in enumerate(topics):
-                    primary = assessors[index % ASSESSORS]
-                    second = assessors[(index + 1) % ASSESSORS]
-                    lines = []
-                    for d in range(DOCS_PER_TOPIC):
-                        doc = f"doc{d:07d}"
-                        label = rng.choice((0, 0, 0, 1, 2))
-                        for who, position in ((primary, d + 1),) + (
-                            ((second, d + 1),) if d < OVERLAP_PER_TOPIC else ()
-                        ):
-                            if who is second:
-                                label = label if rng.random() < 0.7 else rng.choice((0, 1, 2))
-                            minute = rng.randrange(100_000)
-                            stamp = (
-                                f"2025-0{1 + minute % 9}-{1 + minute % 28:02d} "
-                                f"{minute % 24:02d}:{minute % 60:02d}:{d % 60:02d}.{d:06d}+00"
-                            )
-                            note = notes[d % len(notes)] if d % 100 == 0 else ""
-                            note = (
-                                note.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
-                            )
-                            lines.append(
-                                f"{campaign.pk}\t{topic.pk}\t{doc}\t{who.pk}\t{label}\t"
-                                f"{rubric.pk}\tjudged\t{position}\t{stamp}\t{stamp}\t{stamp}\t"
-                                f"{rng.uniform(2, 90):.3f}\t{rng.uniform(1, 60):.3f}\t{note}\t"
-                                f"{'t' if d % 500 == 0 else 'f'}\t{'t' if d % 250 == 0 else 'f'}"
-                                "\t1\t\n"
-                            )
-                    copy.write("".join(lines))
-            entry_columns = "pool_id, topic_id, doc_id, provenance, sampled"
-            with raw.copy(f"COPY {PoolEntry._meta.db_table} ({entry_columns}) FROM STDIN") as copy:
-                for topic in topics:
-                    copy.write(
-                        "".join(
-                            f"{pool.pk}\t{topic.pk}\tdoc{d:07d}\t[]\tt\n"
-                            for d in range(DOCS_PER_TOPIC + UNJUDGED_PER_TOPIC)
+
+        def judgments():
+            for index, topic in enumerate(topics):
+                primary = assessors[index % ASSESSORS]
+                second = assessors[(index + 1) % ASSESSORS]
+                for d in range(DOCS_PER_TOPIC):
+                    doc = f"doc{d:07d}"
+                    label = rng.choice((0, 0, 0, 1, 2))
+                    for who, position in ((primary, d + 1),) + (
+                        ((second, d + 1),) if d < OVERLAP_PER_TOPIC else ()
+                    ):
+                        if who is second:
+                            label = label if rng.random() < 0.7 else rng.choice((0, 1, 2))
+                        minute = rng.randrange(100_000)
+                        stamp = (
+                            f"2025-0{1 + minute % 9}-{1 + minute % 28:02d} "
+                            f"{minute % 24:02d}:{minute % 60:02d}:{d % 60:02d}.{d:06d}"
                         )
-                    )
-            cursor.execute("ANALYZE")
+                        note = notes[d % len(notes)] if d % 100 == 0 else ""
+                        yield (
+                            (
+                                campaign.pk,
+                                topic.pk,
+                                doc,
+                                who.pk,
+                                label,
+                                rubric.pk,
+                                "judged",
+                                position,
+                                stamp,
+                                stamp,
+                                stamp,
+                                round(rng.uniform(2, 90), 3),
+                                round(rng.uniform(1, 60), 3),
+                                note,
+                                d % 500 == 0,
+                                d % 250 == 0,
+                                1,
+                                "",
+                            )
+                        )
+
+        entries = (
+            (pool.pk, topic.pk, f"doc{d:07d}", "[]", True)
+            for topic in topics
+            for d in range(DOCS_PER_TOPIC + UNJUDGED_PER_TOPIC)
+        )
+        entry_columns = "pool_id, topic_id, doc_id, provenance, sampled"
+        with connection.cursor() as cursor:
+            if connection.vendor == "postgresql":
+                raw = cursor.cursor
+                table = Judgment._meta.db_table
+                with raw.copy(f"COPY {table} ({judgment_columns}) FROM STDIN") as copy:
+                    for row in judgments():
+                        copy.write_row(row[:8] + tuple(f"{t}+00" for t in row[8:11]) + row[11:])
+                table = PoolEntry._meta.db_table
+                with raw.copy(f"COPY {table} ({entry_columns}) FROM STDIN") as copy:
+                    for row in entries:
+                        copy.write_row(row)
+            else:
+                marks = ", ".join(["%s"] * 18)
+                cursor.executemany(
+                    f"INSERT INTO {Judgment._meta.db_table} ({judgment_columns}) VALUES ({marks})",  # noqa: S608 (constants)
+                    judgments(),
+                )
+                cursor.executemany(
+                    f"INSERT INTO {PoolEntry._meta.db_table} ({entry_columns}) "  # noqa: S608
+                    "VALUES (%s, %s, %s, %s, %s)",
+                    entries,
+                )
 
 
 # --- Measurements ---------------------------------------------------------------------------------
 
 
 def floor_seconds(url: str) -> tuple[float, float]:
-    """(unordered floor, the export's own query) in seconds, each COPY to /dev/null."""
-    import psycopg
+    """(unordered floor, the export's own query) in seconds, each COPY to /dev/null (SQLite:
+    each read through a cursor)."""
     from django.db import connection
 
     from campaigns.models import Campaign
-    from qrels.policies import judgment_rows_sql, scope
+    from qrels.rows import judgment_rows_sql, scope
 
     campaign = Campaign.objects.get(slug=SLUG)
     s = scope(campaign=campaign)
@@ -224,8 +267,19 @@ def floor_seconds(url: str) -> tuple[float, float]:
         "AND pe.doc_id = j.doc_id WHERE j.campaign_id = %s"
     )
     pool_id = campaign.pools.get().pk
-    connection.close()
     results = []
+    if is_sqlite(url):
+        for sql, args in ((plain_sql, (pool_id, campaign.pk)), (ordered_sql, params)):
+            start = time.perf_counter()
+            with connection.cursor() as cursor:
+                cursor.execute(sql, args)
+                while cursor.fetchmany(20_000):
+                    pass
+            results.append(time.perf_counter() - start)
+        return results[0], results[1]
+    import psycopg
+
+    connection.close()
     with psycopg.connect(url) as conn, open(os.devnull, "wb") as sink:
         for sql, args in ((plain_sql, (pool_id, campaign.pk)), (ordered_sql, params)):
             start = time.perf_counter()
@@ -244,12 +298,14 @@ def run_child(url: str, out: Path, zipped: bool) -> tuple[float, float, float, d
     start = time.perf_counter()
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, cwd=ROOT)
     output = process.stdout.read()
-    _, status, usage = os.wait4(process.pid, 0)
+    _, status = os.waitpid(process.pid, 0)
     wall = time.perf_counter() - start
     if status != 0:
         sys.exit(f"export child failed: {output.decode()}")
     report = json.loads(output)
-    return wall, report["seconds"], usage.ru_maxrss / 1024, report
+    # The child's own high-water mark: wait4's ru_maxrss also counts the parent's memory the
+    # child had before exec (a parent that has just filled the database is large).
+    return wall, report["seconds"], report["peak_rss_kb"] / 1024, report
 
 
 def child(out: Path, zipped: bool) -> None:
@@ -270,12 +326,17 @@ def child(out: Path, zipped: bool) -> None:
             result = export_bundle(campaign=campaign, destination=out / "bundle")
     seconds = time.perf_counter() - start
     size = result.zip_bytes if zipped else sum(f.bytes for f in result.files)
-    print(json.dumps({"seconds": seconds, "bytes": size, **result.counts}))
+    with open("/proc/self/status") as status:
+        peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    print(json.dumps({"seconds": seconds, "bytes": size, "peak_rss_kb": peak, **result.counts}))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--topics", type=int, default=50, help="20,000 judgments each (default: 50)"
+    )
     parser.add_argument("--keep", action="store_true", help="Keep the benchmark database.")
     parser.add_argument("--reuse", action="store_true", help="Reuse a kept benchmark database.")
     parser.add_argument(
@@ -289,11 +350,13 @@ def main() -> None:
     args = parser.parse_args()
     url = os.environ.get("DATABASE_URL")
     if not url:
-        sys.exit("Set DATABASE_URL=postgres://… (the benchmark creates <name>_bench there).")
+        sys.exit("Set DATABASE_URL=postgres://… or sqlite:////path (<name>_bench is made there).")
     if args.child:
         setup_django(url)
         child(args.child, args.zip)
         return
+    global TOPICS
+    TOPICS = args.topics
     target_url, name = bench_url(url)
     if not args.reuse:
         print(f"creating database {name} …", flush=True)
@@ -304,10 +367,15 @@ def main() -> None:
             start = time.perf_counter()
             fill()
             print(f"filled in {time.perf_counter() - start:.1f} s", flush=True)
+        from django.db import connection
+
         from campaigns.models import Judgment
 
         count = Judgment.objects.count()
-        print(f"judgments={count:,} topics={TOPICS} assessors={ASSESSORS} (best of {args.repeat})")
+        print(
+            f"{connection.vendor}: judgments={count:,} assessors={ASSESSORS} "
+            f"(best of {args.repeat})"
+        )
         for mode in MODES if args.statistics == "both" else (args.statistics,):
             set_mode(mode)
             print(f"--- planner statistics: {mode} ---", flush=True)

@@ -3,14 +3,18 @@ cost the server, in-process and deterministic (no network, no concurrency).
 
     .venv/bin/python bench/judging_cost.py            # 500 judgments
     .venv/bin/python bench/judging_cost.py --n 200
+    .venv/bin/python bench/judging_cost.py --mode queue      # or adaptive: shared-queue claims
 
 On a fresh PostgreSQL database ``pj_cost`` (dropped and re-created on postgres@127.0.0.1:5432,
-migrated), with production settings (DEBUG=0, so Django records no queries): one assessor with a
-primary assignment of 2 topics x (n + 130) documents of ~2.5 KB each. Django's test client (it
-calls the WSGI handler with every middleware; session, CSRF and auth as deployed) judges n
-documents one after the other: GET the judging panel (htmx), then POST a label with the form's
-submission id and version and, as the page's script does, the prefetched document's token
-(``upcoming``), answered with only what changed (older code: the next document's whole panel).
+migrated, then VACUUM ANALYZE as autovacuum would after a bulk load), with production settings
+(DEBUG=0, so Django records no queries): one assessor with a primary assignment of 2 topics x (n
++ 130) documents of ~2.5 KB each. Django's test client (it calls the WSGI handler with every
+middleware; session, CSRF and auth as deployed) judges n documents one after the other: GET the
+judging panel (htmx), then POST a label with the form's submission id and version and, as the
+page's script does, the prefetched document's token (``upcoming``), answered with only what
+changed (older code: the next document's whole panel). With ``--mode queue`` (or ``adaptive``:
+the queue judged in adaptive bandit order) the assignment is a shared queue: the page prefetches
+nothing, and each answer claims the next document.
 
 Per request, printed as median (and p90) over the n requests:
 
@@ -40,13 +44,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 POSTGRES = "postgres://postgres@127.0.0.1:5432"
-DB_NAME = "pj_cost"
+DB_NAME = os.environ.get("PJ_COST_DB", "pj_cost")  # a helper sharing the server picks its own
 HIDDEN = re.compile(r'name="(submission|version|served)" value="([^"]*)"')
 LABEL_VALUES = re.compile(r'name="label" value="(-?\d+)"')
 # The prefetched document's token: the page posts it as ``upcoming`` and shows that document
 # without asking (the slim answer, assess/answer.py). Older code has none: it answers with the
 # next document's panel and its address in HX-Push-Url.
 UPCOMING = re.compile(r'<template id="upcoming" data-token="([^"]+)"')
+JUDGE_FORM = re.compile(r'<form method="post" action="(/[^"]+/judge/[^"]+/[^"]+/)"')
 BODY = (
     "Pooljudge measures what one judgment costs. " * 8 + "\n\n"
 ) * 7  # ~2.5 KB: a news article's abstract-length body
@@ -82,7 +87,7 @@ def _cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])  # utime + stime
 
 
-def _setup(n: int):
+def _setup(n: int, mode: str = "primary"):
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
@@ -106,12 +111,25 @@ def _setup(n: int):
         make_run(
             campaign, name, {t: [(d, base - i * 0.01) for i, d in enumerate(docs)] for t in topics}
         )
-    pool = make_pool(campaign, depth=len(docs))
+    adaptive = {"adjudication": {"order": "bandit", "burn_in": 5}} if mode == "adaptive" else {}
+    pool = make_pool(campaign, depth=len(docs), **adaptive)
     user = get_user_model().objects.create_user(username="costly", password="x" * 20)
     add_member(campaign=campaign, user=user, role="assessor")
     (assignment,) = assign(
-        campaign=campaign, pool=pool, user=user, topics=list(campaign.topics.all()), seed=1
+        campaign=campaign,
+        pool=pool,
+        user=user,
+        topics=list(campaign.topics.all()),
+        seed=1,
+        mode="primary" if mode == "primary" else "queue",
     )
+    # Planner statistics, as autovacuum gathers them after a bulk load (the shared development
+    # server runs with autovacuum off; without them a queue's claim plans as if every table
+    # held one row).
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE")
     return user, assignment
 
 
@@ -128,7 +146,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=500, help="judgments measured (500)")
     parser.add_argument(
-        "--profile", action="store_true", help="then profile 100 more POSTs (cProfile, top 25)"
+        "--mode",
+        choices=["primary", "queue", "adaptive"],
+        default="primary",
+        help="the assignment judged: primary (prefetching, slim answers), a shared queue (each "
+        "answer claims the next document), or a queue in adaptive bandit order",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="then profile 100 more POSTs (cProfile, process CPU time: cumulative, own)",
     )
     args = parser.parse_args()
     _configure()
@@ -143,7 +170,7 @@ def main() -> int:
 
     from assess.judging import next_item
 
-    user, assignment = _setup(args.n)
+    user, assignment = _setup(args.n, args.mode)
     client = Client(headers={"X-Forwarded-Proto": "https"})
     client.force_login(user)
     hx = {"HX-Request": "true"}
@@ -156,8 +183,11 @@ def main() -> int:
     def following(answer, html: str) -> str:
         if answer.has_header("HX-Push-Url"):
             return answer["HX-Push-Url"]
-        token = UPCOMING.search(html).group(1)
-        return reverse("assess:judge", args=["cost", assignment.token, token])
+        if (upcoming := UPCOMING.search(html)) is not None:
+            token = upcoming.group(1)
+            return reverse("assess:judge", args=["cost", assignment.token, token])
+        # A queue's answer is the claimed document's panel: its form posts to its address.
+        return JUDGE_FORM.search(answer.content.decode()).group(1)
 
     def form_of(html: str) -> dict[str, str]:
         form = {**dict(HIDDEN.findall(html)), "label": LABEL_VALUES.findall(html)[0]}
@@ -174,8 +204,23 @@ def main() -> int:
         backend = cursor.fetchone()[0]
 
     figures: dict[str, list[float]] = {
-        k: [] for k in ("get_sql", "get_cpu", "post_sql", "post_cpu", "raw", "gz")
+        k: [] for k in ("get_sql", "get_cpu", "post_sql", "post_cpu", "raw", "gz", "select")
     }
+    from pooling import adaptive
+
+    if args.mode == "adaptive" and hasattr(adaptive, "choose_from"):
+        # The adaptive order's own CPU per claim (issue 15's budget: <= 2 ms): folding the new
+        # revisions and choosing, timed around pooling.adaptive.choose_from.
+        choose_from = adaptive.choose_from
+
+        def timed_choice(**kwargs):
+            cpu = time.process_time()
+            try:
+                return choose_from(**kwargs)
+            finally:
+                figures["select"].append(time.process_time() - cpu)
+
+        adaptive.choose_from = timed_choice
     pg = {"get": 0, "post": 0}
     counter = Counter()
     with connection.execute_wrapper(counter):
@@ -201,24 +246,27 @@ def main() -> int:
         import cProfile
         import pstats
 
-        profiler = cProfile.Profile()
+        # Process CPU time, not wall time: waiting for PostgreSQL is not Django's CPU.
+        profiler = cProfile.Profile(time.process_time)
         for _ in range(100):
             html = client.get(url, headers=hx).content.decode()
             profiler.enable()
             answer = client.post(url, form_of(html), headers=hx)
             profiler.disable()
             url = following(answer, html)
-        pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+        stats = pstats.Stats(profiler)
+        stats.sort_stats("cumulative").print_stats(30)
+        stats.sort_stats("tottime").print_stats(25)
 
     tick_ms = 1000 / os.sysconf("SC_CLK_TCK")
 
-    def med(key: str, scale: float = 1.0) -> str:
+    def med(key: str, scale: float = 1.0, digits: int = 1) -> str:
         values = sorted(figures[key])
         p90 = values[int(0.9 * len(values))]
-        return f"{statistics.median(values) * scale:.1f} (p90 {p90 * scale:.1f})"
+        return f"{statistics.median(values) * scale:.{digits}f} (p90 {p90 * scale:.{digits}f})"
 
     print(
-        f"judging round trip, {args.n} judgments, PostgreSQL, DEBUG=0, "
+        f"judging round trip, {args.mode} assignment, {args.n} judgments, PostgreSQL, DEBUG=0, "
         f"CONN_HEALTH_CHECKS {bool(health)}"
     )
     print(f"  POST statements        {med('post_sql')}")
@@ -228,6 +276,8 @@ def main() -> int:
     print(f"  POST PostgreSQL CPU ms {pg['post'] * tick_ms / args.n:.2f} (mean)")
     print(f"  GET PostgreSQL CPU ms  {pg['get'] * tick_ms / args.n:.2f} (mean)")
     print(f"  POST answer bytes      raw {med('raw')}, gzip {med('gz')}")
+    if figures["select"]:
+        print(f"  adaptive selection CPU ms {med('select', 1000, 2)} (per choice)")
     return 0
 
 

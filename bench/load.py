@@ -1,65 +1,43 @@
-"""Load benchmark of the judging flow (issue 9): simulated assessors against the deployed stack.
+"""Load benchmark of the judging flow (issues 9 and 13): simulated assessors against the deployed
+stack, in three parts, each figure also a ratio to something measured in the same run.
 
-    .venv/bin/python bench/load.py           # 60 assessors, 300 s at about 1 action/s, then a ramp
-    .venv/bin/python bench/load.py --quick   # smoke run: 30 s steady, 8 s ramp steps
+    .venv/bin/python bench/load.py           # 60 assessors; 2 x 300 s paced; 7 saturation steps
+    .venv/bin/python bench/load.py --quick   # about 4.5 min: 2 x 30 s paced, 3 steps of 10 s
+    nice -n 10 ... (the machine is shared: be kind to the others, and read ratios, not times)
 
-One command sets everything up on loopback, measures, and tears the servers down again:
+1. Service cost: bench/judging_cost.py run first, in-process and deterministic (SQL statements
+   counted at the connection, Django CPU, PostgreSQL CPU and bytes per request), for a primary
+   assignment, and with the full run also a shared queue and an adaptive one.
+2. At human pace, 60 assessors: "stress", each about ``--rate`` (1) actions a second (Poisson;
+   the old figure, kept for comparison), then "human": think time drawn from a log-normal with
+   median 8 s (``--time-scale`` divides it, to compress time; the report says so). Actions are
+   what people do on the judging screen, as static/js/judge.js sends them: a verdict is one POST
+   with the prefetched document's token (``upcoming``) and htmx's headers, answered with the slim
+   answer (acknowledgement + the next document to prefetch); 5 % revisions (back, [ key: the last
+   judged document's full page, then another label); 1 % stale-tab conflicts (an old tab posts
+   the last judged document's form again with its old version: 409 expected, nothing stored);
+   every 40th action "next unjudged" (] key: redirect + full page). Every 6th assessor judges a
+   shared-queue topic instead of their own (each answer claims the next document; no prefetch).
+   Reported: p50/p95/p99 of submit-and-next (the verdict's POST and its answer), of every judging
+   request, errors, and afterwards every submission id sent looked up in the database (sent vs
+   stored, lost, wrong label, stale posts stored).
+3. Saturation: closed loops without think time at 1, 2, 4 … 60 clients (``--levels``), each
+   step between two closed loops of as many clients on /healthz (the trivial view; the
+   baseline is their mean, since the machine's other users come and go); judgments/s, the ratio
+   to /healthz, and the CPU split of the machine between the load generator, gunicorn,
+   PostgreSQL and everything else; the knee is the first step within 10 % of the best rate.
 
-* a fresh PostgreSQL database ``pj_load`` (dropped and created on postgres@127.0.0.1:5432),
-  migrated; static files collected into a temporary STATIC_ROOT (hashed and gzipped by the
-  manifest storage, served by WhiteNoise from gunicorn, as in production);
-* a campaign built through the normal import paths: the demo collection's documents and rubric
-  (pooljudge/demo/), one topic per assessor (a topic has one primary assessor), a run ranking
-  enough documents for each, a depth pool built by the pool job, and one primary assignment per
-  assessor, long enough that nobody runs out during the ramp; plus one spare assessor ("probe");
-* gunicorn (sync workers; ``--workers``, default 2 x CPUs + 1) with DEBUG=0, SECRET_KEY,
-  ALLOWED_HOSTS=127.0.0.1 and REDIS_URL=redis://127.0.0.1:6379/5, and a Celery worker on that
-  broker, as docker-compose.yml runs them; the application is preloaded with its URLconf (see
-  ``warm_wsgi``: cold workers are not what is measured).
+Setup, all on loopback, torn down afterwards: a fresh PostgreSQL database (``pj_load``, or
+``PJ_LOAD_DB``), migrated, static files collected (served by WhiteNoise from gunicorn as in
+production); the demo collection's documents and rubric, one topic per assessor plus the shared
+queue topic, a run ranking documents for each, a depth pool built by the pool job, one
+assignment per assessor; gunicorn (sync workers, ``--workers``, default 2 x CPUs + 1, preloaded:
+see ``warm_wsgi``) with DEBUG=0 and a Celery worker on ``PJ_LOAD_REDIS`` (default
+redis://127.0.0.1:6379/5). The client plays the TLS-terminating proxy (``X-Forwarded-Proto:
+https``), so every production security setting stays on; each assessor keeps its own cookies.
 
-Plain HTTP on loopback needs no settings override: the client plays the TLS-terminating proxy that
-the deployment requires (docker-compose.yml: "it must send X-Forwarded-Proto") and sends
-``X-Forwarded-Proto: https``, which the settings trust (BEHIND_TLS_PROXY, on by default). So every
-production security setting stays on as deployed: SSL redirect, HSTS, Secure cookies, CSRF origin
-checks. The client keeps each assessor's cookies itself (a cookie jar would not send Secure cookies
-over http://, and must not mix assessors).
-
-Each simulated assessor does what the browser does (templates/assess/judge.html, static/js/
-judge.js, htmx): logs in (login page, POST, home, campaign page, "Start judging" redirect, the
-judging page and its static files, once), then judges: one htmx POST per judgment with the form's
-submission id and version, answered with the next document's panel. Every 40th action is "next
-unjudged" instead (the ] key: a redirect and a full page).
-
-Phases: logins (PBKDF2 is slow on purpose: reported, not part of the targets); steady: every
-assessor about ``--rate`` actions a second (Poisson) for ``--duration`` seconds; then the ramp,
-``--step`` seconds each at 2, 4 and 8 actions a second per assessor, and last with no pause at all
-("max": each assessor waits only for the server; its throughput is the saturation figure).
-
-Figures per phase:
-
-* latency p50/p95/p99/max of the judging requests (judgment POSTs, next-unjudged redirects,
-  judging pages), measured by the client, so on this shared machine they include the client's
-  own delays; throughput; judgments a second (POSTs answered with the next document);
-* errors: any unexpected status or content, timeout or connection error;
-* database connections per 100 requests: PostgreSQL sessions opened on pj_load during the phase
-  (delta of ``pg_stat_database.sessions``; the benchmark's monitor connects once, before) x 100 /
-  requests. Persistent connections (CONN_MAX_AGE) should make it 0 once each gunicorn worker has
-  served its first request; "peak backends" is the most connections open at once
-  (``pg_stat_activity``, sampled every second);
-* CPU milliseconds per request spent by the client, gunicorn (master and workers) and the
-  PostgreSQL backends (/proc), and how busy the whole machine was (the part that is none of these
-  is other users of the machine: noise).
-
-Afterwards every submission id sent is looked up in the database: lost = acknowledged (answered
-with the next document) but not stored; wrong label = stored with another label than sent. Also:
-the judging page's weight (HTML plus its scripts, stylesheet and icon, raw and as sent with gzip;
-fetched through gunicorn/WhiteNoise like a browser, and cross-checked against STATIC_ROOT) and the
-SQL queries of one judgment and of one judging page (Django's test client on the probe account,
-in a separate process after the run).
-
-Exit status 1 when a judgment was lost or a request failed; latency and throughput targets missed
-on a noisy machine only show as "MISSED". The database is kept for inspection (the next run drops
-it); gunicorn and the Celery worker are always stopped, by process group, also on Ctrl-C.
+Exit status 1 when a judgment was lost, a stale post was stored or a request failed; latency and
+throughput targets missed on a busy machine only show as "MISSED".
 """
 
 from __future__ import annotations
@@ -77,10 +55,12 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -95,9 +75,9 @@ from psycopg import sql
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "pooljudge" / "demo"
 POSTGRES = "postgres://postgres@127.0.0.1:5432"
-DB_NAME = "pj_load"
+DB_NAME = os.environ.get("PJ_LOAD_DB", "pj_load")  # helpers sharing the server pick their own
 DB_URL = f"{POSTGRES}/{DB_NAME}"
-REDIS_URL = "redis://127.0.0.1:6379/5"
+REDIS_URL = os.environ.get("PJ_LOAD_REDIS", "redis://127.0.0.1:6379/5")
 CELERY_QUEUE = "pooljudge"  # settings.CELERY_TASK_DEFAULT_QUEUE
 HOST = "127.0.0.1"
 SLUG = "load"
@@ -105,18 +85,27 @@ USER_PREFIX = "load"
 PROBE_USER = "probe"
 PASSWORD = "load-bench-password-4711"  # noqa: S105 (throwaway accounts in a throwaway database)
 
-RAMP_RATES = (2.0, 4.0, 8.0)  # actions a second per assessor, before the unpaced step
 NAVIGATE_EVERY = 40  # every n-th action is "next unjudged" (] key) instead of a judgment
-# Sizes the assignments for the unpaced step: far above what a small machine serves, so that
+REVISE_SHARE = 0.05  # actions that go back ([ key) to the last judged document and revise it
+STALE_SHARE = 0.01  # actions that post an old tab's form again (a stale version: expect 409)
+QUEUE_EVERY = 6  # every n-th assessor judges a shared queue topic (claims, no prefetch)
+HUMAN_MEDIAN = 8.0  # seconds of think time, median of a log-normal (Wang et al.; TREC assessors)
+HUMAN_SIGMA = 0.8  # log-normal shape: mean about 11 s, 5% of the pauses over 30 s
+# Concurrent clients of the closed-loop saturation steps (no think time): full run, --quick.
+LEVELS = (1, 2, 4, 8, 16, 32, 60)
+QUICK_LEVELS = (4, 16, 48)
+# Sizes the assignments for the unpaced steps: far above what a small machine serves, so that
 # nobody runs out of documents however fast the server turns out to be.
 SATURATION_CEILING = 1000
 TIMEOUT = 30.0
-# The judging requests whose latency the targets are about (logins and static files are not).
-JUDGING_KINDS = ("judge", "next", "page")
+# The judging requests whose latency the targets are about (logins and static files are not):
+# a verdict and the next document ("judge": one POST, answered with the next document to
+# prefetch or show), a revision, a stale-tab conflict, the pages of next-unjudged and back.
+JUDGING_KINDS = ("judge", "revise", "stale", "next", "page", "back")
 
 TARGET_P95_MS = 50.0
 TARGET_P99_MS = 150.0
-TARGET_SATURATION = 250.0
+TARGET_SATURATION = 150.0  # issue 13: >= 5x the old 35/s
 TARGET_PAGE_KB = 60.0
 
 HIDDEN = re.compile(r'name="(csrfmiddlewaretoken|submission|version|served)" value="([^"]*)"')
@@ -128,6 +117,13 @@ START_LINK = re.compile(r'href="(/c/' + SLUG + r'/judge/[^/"]+/)"')
 ASSET = re.compile(r'<(?:script|link)\b[^>]*?\b(?:src|href)="(/static/[^"]+)"')
 PANEL = 'data-item="'
 FINISHED = 'class="done-panel"'
+ACK = 'id="judge-answer"'
+# The prefetched document (assess/_upcoming.html): what judge.js shows and posts next.
+UPCOMING = re.compile(
+    r'<template id="upcoming" data-token="([^"]+)"[^>]*?data-url="([^"]+)"[^>]*?'
+    r'data-submission="([^"]+)" data-served="([^"]+)"',
+    re.S,
+)
 DOCUMENT_TEXT = re.compile(
     r'<div class="doc-body" hx-disable>.*?</div>\s*<p class="doc-id|<template id="upcoming">.*?'
     r"</template>",
@@ -145,6 +141,7 @@ class Sample:
     kind: str
     seconds: float
     ok: bool
+    size: int = 0  # bytes of the answer's body
 
 
 @dataclass
@@ -155,6 +152,10 @@ class Recorder:
     submissions: dict[str, list[Any]] = field(default_factory=dict)
     # "kind: status or exception" -> count, to say what went wrong
     failures: Counter[str] = field(default_factory=Counter)
+    # submission ids of stale-tab posts (must be refused, never stored)
+    stale: set[str] = field(default_factory=set)
+    # document address -> the label last revised to (a revision picks another one)
+    last_label: dict[str, int] = field(default_factory=dict)
 
 
 class Assessor:
@@ -176,6 +177,9 @@ class Assessor:
         self.actions = 0
         self.exhausted = False
         self.assets: list[str] = []
+        self.upcoming: dict[str, str] | None = None
+        # The last documents judged: (address, the form as posted), for revisions and stale tabs.
+        self.judged: list[tuple[str, dict[str, str]]] = []
 
     def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         headers = {"X-Forwarded-Proto": "https"}
@@ -217,7 +221,7 @@ class Assessor:
         elapsed = time.perf_counter() - started
         self._keep_cookies(response)
         ok = response.status_code in expect and (check is None or check(response))
-        self.rec.samples.append(Sample(phase, kind, elapsed, ok))
+        self.rec.samples.append(Sample(phase, kind, elapsed, ok, len(response.content)))
         if not ok:
             self.rec.failures[f"{kind}: HTTP {response.status_code}"] += 1
             return None
@@ -231,10 +235,46 @@ class Assessor:
 
     def _read_panel(self, html: str) -> None:
         self.fields = dict(HIDDEN.findall(html))
+        self.csrf = self.fields.get("csrfmiddlewaretoken", self.csrf)
         found = ACTION.search(html)
         self.action = (found.group(1) or found.group(2)) if found else ""
-        self.labels = [int(value) for value in LABEL_VALUES.findall(html)]
+        self.labels = [int(value) for value in LABEL_VALUES.findall(html)] or self.labels
+        self._read_upcoming(html)
         self.shown = time.perf_counter()
+
+    def _read_upcoming(self, html: str) -> None:
+        """The prefetched document of a panel or a slim answer (None: nothing prefetched)."""
+        found = UPCOMING.search(html)
+        self.upcoming = (
+            dict(zip(("token", "url", "submission", "served"), found.groups(), strict=True))
+            if found
+            else None
+        )
+
+    def _show_upcoming(self) -> None:
+        """judge.js shows the prefetched document at once: its form posts to its own address
+        with its own submission id and serving time, version 0 (an open document)."""
+        up = self.upcoming
+        self.action = self.page = up["url"]
+        self.fields = {
+            **self.fields,
+            "submission": up["submission"],
+            "served": up["served"],
+            "version": "0",
+        }
+        self.upcoming = None
+        self.shown = time.perf_counter()
+
+    def _post_headers(self) -> dict[str, str]:
+        # What judge.js sends with fetch(): HX-Request and the CSRF token (plus what any
+        # browser adds to a same-origin POST).
+        current = f"{self.origin}{self.page}"
+        return {
+            "HX-Request": "true",
+            "X-CSRFToken": self.csrf,
+            "Origin": self.origin,
+            "Referer": current,
+        }
 
     async def login(self) -> bool:
         page = await self.send("login", "GET", "/accounts/login/")
@@ -295,79 +335,184 @@ class Assessor:
         return True
 
     async def judge(self) -> None:
-        """Press a label key: htmx posts the form and swaps in the next document's panel."""
+        """Press a label key, as judge.js does it: the prefetched document is on screen at once,
+        and the verdict is posted with its token (``upcoming``); the slim answer acknowledges
+        and brings the document to prefetch after it. Without a prefetched document (a shared
+        queue claims one at a time) the answer is the next document's whole panel."""
         label = random.choice(self.labels)
         submission = self.fields.get("submission", "")
-        current = f"{self.origin}{self.page}"
         data = {
             **self.fields,
             # judge.js stamps the time the tab was visible and focused on this document
             "active_ms": str(int((time.perf_counter() - self.shown) * 1000)),
             "note": "",
             "label": str(label),
+            "upcoming": self.upcoming["token"] if self.upcoming else "",
         }
+        posted_to, posted_fields = self.action, dict(self.fields)
         self.rec.submissions[submission] = [label, False]
         response = await self.send(
             "judge",
             "POST",
             self.action,
             data=data,
-            headers={
-                "HX-Request": "true",
-                "HX-Current-URL": current,
-                "HX-Target": "judge",
-                "HX-Trigger": "judge-form",
-                "X-CSRFToken": self.csrf,
-                "Origin": self.origin,
-                "Referer": current,
-            },
-            check=lambda r: PANEL in r.text or FINISHED in r.text,
+            headers=self._post_headers(),
+            check=lambda r: ACK in r.text or PANEL in r.text or FINISHED in r.text,
         )
         if response is None:
-            # judge.js reloads the page after a failed save; here: start again from "next
-            # unjudged", and do not hammer a failing server in a tight loop.
+            # judge.js retries, then offers a reload; here: start again from "next unjudged",
+            # and do not hammer a failing server in a tight loop.
             if not await self.navigate():
                 await asyncio.sleep(1.0)
             return
         self.rec.submissions[submission][1] = True
-        if PANEL not in response.text:
-            self.exhausted = True
+        self.judged.append((posted_to, posted_fields))
+        del self.judged[:-5]
+        await self._answered(response.text, shown=data["upcoming"])
+
+    async def _answered(self, html: str, *, shown: str = "") -> None:
+        if 'id="judge"' in html:  # the whole panel of the document to show
+            self._read_panel(html)
             return
-        self._read_panel(response.text)
-        self.page = response.headers.get("HX-Push-Url", self.page)
+        if FINISHED in html or not shown or self.upcoming is None:
+            self.exhausted = FINISHED in html
+            if not self.exhausted:
+                await self.navigate()
+            return
+        self._show_upcoming()
+        self._read_upcoming(html)
+
+    async def revise(self) -> None:
+        """Back ([ key: a full page) to the last judged document and choose another label; the
+        answer is the panel of the next open document, which the assessor continues with."""
+        if not self.judged:
+            return await self.judge()
+        url, _ = self.judged[-1]
+        referer = {"Referer": f"{self.origin}{self.page}"}
+        page = await self.send("back", "GET", url, headers=referer, check=lambda r: PANEL in r.text)
+        if page is None:
+            return None
+        self._read_page(page.text, url)
+        current = int(self.fields.get("version", "0"))
+        choices = [v for v in self.labels if v != self.rec.last_label.get(url)] or self.labels
+        label = random.choice(choices)
+        submission = self.fields.get("submission", "")
+        self.rec.submissions[submission] = [label, False]
+        data = {**self.fields, "active_ms": "2000", "note": "", "label": str(label), "upcoming": ""}
+        response = await self.send(
+            "revise",
+            "POST",
+            url,
+            data=data,
+            headers=self._post_headers(),
+            check=lambda r: ACK in r.text and current >= 1,
+        )
+        if response is None:
+            await self.navigate()
+            return None
+        self.rec.submissions[submission][1] = True
+        self.rec.last_label[url] = label
+        await self._answered(response.text)
+        return None
+
+    async def stale(self) -> None:
+        """A second tab still showing an earlier version of a judged document posts its form:
+        the server refuses it (409, nothing stored) and shows the stored verdict; the assessor
+        then goes on with "next unjudged"."""
+        if not self.judged:
+            return await self.judge()
+        url, fields = self.judged[-1]
+        data = {
+            **fields,
+            "submission": str(uuid.uuid4()),  # another tab: its own form, its own id
+            "active_ms": "1000",
+            "note": "",
+            "label": str(random.choice(self.labels)),
+            "upcoming": "",
+        }
+        self.rec.stale.add(data["submission"])
+        response = await self.send(
+            "stale", "POST", url, data=data, headers=self._post_headers(), expect=(409,)
+        )
+        if response is not None:
+            await self.navigate()
+        return None
 
     async def act(self) -> None:
         self.actions += 1
+        draw = random.random()
         if self.actions % NAVIGATE_EVERY == 0:
             await self.navigate()
+        elif draw < STALE_SHARE:
+            await self.stale()
+        elif draw < STALE_SHARE + REVISE_SHARE:
+            await self.revise()
         else:
             await self.judge()
 
 
+def poisson(rate: float) -> Callable[[], float]:
+    return lambda: random.expovariate(rate)
+
+
+def human(scale: float) -> Callable[[], float]:
+    """Think time of a person judging: log-normal, median HUMAN_MEDIAN seconds, divided by
+    ``scale`` (1: real time; a scaled run says so in its report)."""
+    return lambda: random.lognormvariate(math.log(HUMAN_MEDIAN), HUMAN_SIGMA) / scale
+
+
 async def run_phase(
-    assessors: Sequence[Assessor], rec: Recorder, name: str, rate: float | None, seconds: float
+    assessors: Sequence[Assessor],
+    rec: Recorder,
+    name: str,
+    pause: Callable[[], float] | None,
+    seconds: float,
 ) -> None:
-    """Every assessor acts about ``rate`` times a second (None: as fast as answered) until the
-    phase ends; requests still in flight at the end finish (and count) in this phase."""
+    """Every assessor acts, waiting ``pause()`` seconds between the starts of its actions (None:
+    a closed loop, the next action as soon as the last is answered) until the phase ends;
+    requests still in flight at the end finish (and count) in this phase."""
     rec.phase = name
     deadline = time.perf_counter() + seconds
 
     async def loop(assessor: Assessor) -> None:
-        due = time.perf_counter() + (random.expovariate(rate) if rate else 0.0)
+        due = time.perf_counter() + (random.uniform(0, pause()) if pause else 0.0)
         while not assessor.exhausted:
-            if rate:
+            if pause:
                 if due >= deadline:
                     return
                 await asyncio.sleep(max(0.0, due - time.perf_counter()))
             elif time.perf_counter() >= deadline:
                 return
             await assessor.act()
-            if rate:
-                # Poisson arrivals; after a slow answer no burst of missed actions (a person
-                # waits for the screen, then goes on reading).
-                due = max(due + random.expovariate(rate), time.perf_counter())
+            if pause:
+                # After a slow answer no burst of missed actions (a person waits for the
+                # screen, then goes on reading).
+                due = max(due + pause(), time.perf_counter())
 
     await asyncio.gather(*(loop(assessor) for assessor in assessors))
+
+
+async def run_healthz(
+    client: httpx.AsyncClient, rec: Recorder, name: str, clients: int, seconds: float
+) -> None:
+    """The trivial view in a closed loop by ``clients`` at once: the baseline every saturation
+    figure is divided by (same machine, same moment, same number of clients)."""
+    rec.phase = name
+    deadline = time.perf_counter() + seconds
+
+    async def loop() -> None:
+        while time.perf_counter() < deadline:
+            started = time.perf_counter()
+            try:
+                response = await client.get("/healthz", headers={"X-Forwarded-Proto": "https"})
+                ok = response.status_code == 200
+            except httpx.HTTPError:
+                ok = False
+            rec.samples.append(Sample(name, "healthz", time.perf_counter() - started, ok))
+            if not ok:
+                rec.failures["healthz"] += 1
+
+    await asyncio.gather(*(loop() for _ in range(clients)))
 
 
 # --- Resource monitoring ------------------------------------------------------------------------
@@ -492,7 +637,7 @@ class PhaseResult:
 
     @property
     def judgments_per_second(self) -> float:
-        return sum(1 for s in self.samples if s.kind == "judge" and s.ok) / self.wall
+        return sum(1 for s in self.samples if s.kind in ("judge", "revise") and s.ok) / self.wall
 
     @property
     def errors(self) -> int:
@@ -602,21 +747,54 @@ async def drive(
             )
             if not all(logged_in):
                 raise RuntimeError(f"{logged_in.count(False)} logins failed: {dict(rec.failures)}")
-            phases: list[tuple[str, float | None, float]] = [
-                (f"steady {args.rate:g}/s", args.rate, args.duration)
+            # At human pace: the old stress figure (every assessor about 1 action/s, Poisson),
+            # then people's pace (log-normal think time, median HUMAN_MEDIAN s).
+            paced: list[tuple[str, Callable[[], float], float | None]] = [
+                (f"stress {args.rate:g}/s", poisson(args.rate), args.rate * len(assessors)),
+                (
+                    "human" + (f" x{args.time_scale:g}" if args.time_scale != 1 else ""),
+                    human(args.time_scale),
+                    # the log-normal's mean is its median x exp(sigma^2 / 2)
+                    len(assessors)
+                    * args.time_scale
+                    / (HUMAN_MEDIAN * math.exp(HUMAN_SIGMA**2 / 2)),
+                ),
             ]
-            phases += [(f"ramp {r:g}/s", r, args.step) for r in RAMP_RATES]
-            phases.append(("ramp max", None, args.step))
-            for name, rate, seconds in phases:
-                print(f"{name}: {seconds:.0f} s …", flush=True)
+            for name, pause, offered in paced:
+                print(f"{name}: {args.duration:.0f} s …", flush=True)
                 first = len(rec.samples)
                 start = await monitor.snapshot()
-                await run_phase(assessors, rec, name, rate, seconds)
+                await run_phase(assessors, rec, name, pause, args.duration)
                 end = await monitor.snapshot()
-                offered = rate * len(assessors) if rate else None
                 results.append(
                     PhaseResult(name, offered, rec.samples[first:], start, end, monitor.peak[name])
                 )
+            # Saturation: closed loops of 1..60 clients without think time, each step after a
+            # /healthz closed loop of as many clients (the baseline, same moment).
+            offset = 0
+            for level in args.levels:
+                # The next assessors in turn, so no one runs out of documents in the run.
+                chosen = [assessors[(offset + i) % len(assessors)] for i in range(level)]
+                offset += level
+                # /healthz just before and just after: the machine's other users come and go,
+                # and the baseline is the mean of the two.
+                for name, work in (
+                    (f"healthz c={level}", None),
+                    (f"judging c={level}", chosen),
+                    (f"healthz after c={level}", None),
+                ):
+                    seconds = args.step / 3 if work is None else args.step
+                    print(f"{name}: {seconds:.0f} s …", flush=True)
+                    first = len(rec.samples)
+                    start = await monitor.snapshot()
+                    if work is None:
+                        await run_healthz(client, rec, name, level, seconds)
+                    else:
+                        await run_phase(work, rec, name, None, seconds)
+                    end = await monitor.snapshot()
+                    results.append(
+                        PhaseResult(name, None, rec.samples[first:], start, end, monitor.peak[name])
+                    )
             weight = await page_weight(assessors[0], static_root)
         finally:
             sampler.cancel()
@@ -704,10 +882,12 @@ def redis_queue_length() -> int:
 
 
 def items_needed(args: argparse.Namespace) -> int:
-    """Documents per assessor for the whole run, with room to spare."""
-    steady = args.rate * args.duration
-    ramp = sum(RAMP_RATES) * args.step + SATURATION_CEILING * args.step / args.assessors
-    return math.ceil(1.2 * (steady + ramp)) + 10
+    """Documents per assessor for the whole run, with room to spare: the paced phases, and the
+    busiest saturation step's share of the target rate (each step takes the next assessors in
+    turn, so one assessor rarely serves two steps; capped by the collection's size)."""
+    paced = args.rate * args.duration + args.duration * args.time_scale / HUMAN_MEDIAN * 2
+    saturation = max(TARGET_SATURATION * args.step / level for level in args.levels)
+    return math.ceil(1.2 * (paced + saturation)) + 10
 
 
 # --- Report -------------------------------------------------------------------------------------
@@ -721,6 +901,10 @@ def kb(n: float) -> str:
     return f"{n / 1000:.1f} KB"
 
 
+def _ms(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.1f}"
+
+
 def report(
     args: argparse.Namespace,
     setup: dict[str, Any],
@@ -730,82 +914,139 @@ def report(
     analysis: dict[str, Any],
     extra: dict[str, Any],
 ) -> bool:
+    cpus = os.cpu_count() or 1
     print()
     print(f"command: {extra['command']}")
     print(
         f"stack: gunicorn {args.workers} sync workers + Celery worker, PostgreSQL "
         f"{extra['pg_version']}, Redis broker {REDIS_URL}; DEBUG=0, behind a simulated TLS proxy; "
-        f"{os.cpu_count()} CPUs shared by client, server, database and other users of the machine"
+        f"{cpus} CPUs shared by the load generator, gunicorn, PostgreSQL and other users"
     )
     print(
-        f"campaign: {args.assessors} assessors, one topic and {setup['items']} documents each "
-        f"(of {setup['documents']} demo documents); every {NAVIGATE_EVERY}th action is "
-        "'next unjudged' (redirect + full page), the rest are judgments (one htmx POST each)"
+        "NOTE: a shared, busy machine. Absolute figures move with whatever else runs; read them "
+        "as ratios to the /healthz baseline measured in the same run, and the CPU split."
     )
-    print()
-    head = (
-        f"{'phase':<14}{'offered/s':>10}{'requests':>10}{'req/s':>8}{'judg/s':>8}"
-        f"{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>8}{'max ms':>8}{'errors':>8}"
-    )
-    print(head)
-    print("-" * len(head))
-    for r in results:
-        judging = r.judging if r.name != "logins" else r.samples
-        maximum = max((s.seconds for s in judging), default=math.nan) * 1000
-        p = (
-            (r.latency(50), r.latency(95), r.latency(99))
-            if r.name != "logins"
-            else tuple(r.latency(q, "login") for q in (50, 95, 99))
-        )
-        offered = f"{r.offered:.0f}" if r.offered else ("max" if r.name != "logins" else "")
-        print(
-            f"{r.name:<14}{offered:>10}{len(r.samples):>10}{len(r.samples) / r.wall:>8.1f}"
-            f"{r.judgments_per_second:>8.1f}{p[0]:>8.1f}{p[1]:>8.1f}{p[2]:>8.1f}"
-            f"{maximum:>8.0f}{r.errors:>8}"
-        )
-    print("(latency: judging requests; for logins: every request of the login sequence)")
-    print()
-    head = (
-        f"{'phase':<14}{'wall s':>8}{'db conns/100 req':>18}{'peak backends':>15}"
-        f"{'CPU ms/req client':>19}{'gunicorn':>10}{'postgres':>10}{'machine busy %':>16}"
-        f"{'ours %':>8}"
-    )
-    print(head)
-    print("-" * len(head))
-    for r in results:
-        client, web, db = r.cpu_ms_per_request()
-        busy, ours = r.machine_busy()
-        print(
-            f"{r.name:<14}{r.wall:>8.1f}{r.connections_per_100:>18.2f}{r.peak_backends:>15}"
-            f"{client:>19.2f}{web:>10.2f}{db:>10.2f}{busy:>16.0f}{ours:>8.0f}"
-        )
     print(
-        "(db conns = PostgreSQL sessions opened; machine busy = all CPUs, ours = client + "
-        "gunicorn + PostgreSQL backends; the rest is other users of the machine)"
+        f"campaign: {args.assessors} assessors, {setup['items']} documents each (of "
+        f"{setup['documents']} demo documents); every {QUEUE_EVERY}th assessor judges one "
+        f"shared-queue topic ({setup['queue_assessors']} assessors, {setup['queue_items']} "
+        "documents); actions: judgments (the slim answer, as judge.js posts them), "
+        f"{REVISE_SHARE:.0%} revisions (back to the last judged document, full page, new "
+        f"label), {STALE_SHARE:.0%} stale-tab posts (expect 409), every {NAVIGATE_EVERY}th "
+        "'next unjudged' (redirect + full page)"
     )
 
-    steady = results[1]
     print()
-    print("steady phase by request kind (ms):")
-    for kind in JUDGING_KINDS:
-        chosen = [s.seconds for s in steady.samples if s.kind == kind]
-        if chosen:
-            print(
-                f"  {kind:<6} n={len(chosen):<7} p50 {percentile(chosen, 50):6.1f}  "
-                f"p95 {percentile(chosen, 95):6.1f}  p99 {percentile(chosen, 99):6.1f}"
-            )
+    print("1. service cost (bench/judging_cost.py: in-process, deterministic)")
+    for line in extra["service"]:
+        print(f"   {line}")
+
+    def row(r: PhaseResult) -> str:
+        judge = [x.seconds for x in r.samples if x.kind == "judge"]
+        every = [x.seconds for x in r.judging]
+        offered = f"{r.offered:.0f}" if r.offered else ""
+        return (
+            f"{r.name:<18}{offered:>8}{len(r.samples) / r.wall:>8.1f}{r.judgments_per_second:>8.1f}"
+            f"{_ms(percentile(judge, 50)):>8}{_ms(percentile(judge, 95)):>8}"
+            f"{_ms(percentile(judge, 99)):>8}{_ms(percentile(every, 95)):>9}"
+            f"{_ms(percentile(every, 99)):>9}{r.errors:>7}"
+        )
+
+    paced = [r for r in results if r.name.startswith(("stress", "human"))]
+    print()
+    print("2. at human pace (latency in ms as the client sees it; submit = a verdict's POST and")
+    print("   its answer, which brings the next document)")
+    head = (
+        f"{'phase':<18}{'offer/s':>8}{'req/s':>8}{'judg/s':>8}{'sub p50':>8}{'sub p95':>8}"
+        f"{'sub p99':>8}{'all p95':>9}{'all p99':>9}{'errors':>7}"
+    )
+    print("   " + head)
+    for r in paced:
+        print("   " + row(r))
+    if args.time_scale != 1:
+        print(
+            f"   (human: think time log-normal, median {HUMAN_MEDIAN:g} s, divided by "
+            f"{args.time_scale:g} so the phase finishes in minutes: {args.time_scale:g}x the "
+            "load of real people)"
+        )
+    for r in paced:
+        kinds = []
+        for kind in JUDGING_KINDS:
+            chosen = [x.seconds for x in r.samples if x.kind == kind]
+            if chosen:
+                kinds.append(
+                    f"{kind} n={len(chosen)} p50 {_ms(percentile(chosen, 50))} "
+                    f"p95 {_ms(percentile(chosen, 95))}"
+                )
+        print(f"   {r.name}: " + "; ".join(kinds))
+
+    print()
+    print(
+        "3. saturation: closed loops without think time; /healthz by as many clients just "
+        "before and after (healthz/s: their mean)"
+    )
+    head = (
+        f"{'clients':>8}{'healthz/s':>10}{'judg/s':>8}{'ratio':>8}{'sub p50':>8}{'sub p95':>8}"
+        f"{'errors':>7}{'CPU% gen':>9}{'gunicorn':>9}{'postgres':>9}{'others':>8}"
+        f"{'gunicorn ms/j':>14}{'pg ms/j':>9}"
+    )
+    print("   " + head)
+    steps = []
+    for level in args.levels:
+        work = next(r for r in results if r.name == f"judging c={level}")
+        healthz = statistics.mean(
+            sum(1 for x in r.samples if x.ok) / r.wall
+            for r in results
+            if r.name in (f"healthz c={level}", f"healthz after c={level}")
+        )
+        jps = work.judgments_per_second
+        judge = [x.seconds for x in work.samples if x.kind == "judge"]
+        wall_cpu = work.wall * cpus / 100  # CPU seconds in 1 % of the machine
+        gen = (work.end.client - work.start.client) / wall_cpu
+        web = cpu_delta(work.start.web, work.end.web) / wall_cpu
+        db = cpu_delta(work.start.db, work.end.db) / wall_cpu
+        busy, ours = work.machine_busy()
+        judgments = max(1, sum(1 for x in work.samples if x.kind == "judge" and x.ok))
+        steps.append((level, jps, healthz))
+        print(
+            f"   {level:>8}{healthz:>10.0f}{jps:>8.1f}{jps / healthz if healthz else 0:>8.3f}"
+            f"{_ms(percentile(judge, 50)):>8}{_ms(percentile(judge, 95)):>8}{work.errors:>7}"
+            f"{gen:>9.0f}{web:>9.0f}{db:>9.0f}{max(0.0, busy - ours):>8.0f}"
+            f"{1000 * cpu_delta(work.start.web, work.end.web) / judgments:>14.1f}"
+            f"{1000 * cpu_delta(work.start.db, work.end.db) / judgments:>9.1f}"
+        )
+    best = max(jps for _, jps, _ in steps)
+    knee_level, knee_jps, knee_healthz = next(x for x in steps if x[1] >= 0.9 * best)
+    print(
+        "   (CPU %: share of the whole machine during the step: generator = this client, "
+        "others = everything else on the machine; ms/j: CPU per judgment, all requests of the "
+        "step counted)"
+    )
+    print(
+        f"   knee: {knee_jps:.0f} judgments/s at {knee_level} clients (the first step within 10 % "
+        f"of the best, {best:.0f}/s); /healthz at that step {knee_healthz:.0f}/s: ratio "
+        f"{knee_jps / knee_healthz if knee_healthz else 0:.3f}"
+    )
     if rec.failures:
         print("failures: " + ", ".join(f"{k} x{v}" for k, v in rec.failures.most_common()))
 
     a = analysis
+    sizes = [x.size for x in rec.samples if x.kind == "judge" and x.ok and x.size]
     print()
     print(
-        f"judgments: submitted {a['submitted']}, acknowledged {a['acknowledged']}, stored "
+        f"judgments: sent {a['submitted']}, acknowledged {a['acknowledged']}, stored "
         f"{a['stored']} ({a['stored_acknowledged']} of the acknowledged, "
         f"{a['stored_unacknowledged']} of the failed), lost {a['lost']}, wrong label "
-        f"{a['wrong_label']}, stored but never sent {a['unknown']}; Judgment rows "
-        f"{a['judgment_rows']}; assessors who ran out of documents: {extra['exhausted']}"
+        f"{a['wrong_label']}, stored but never sent {a['unknown']}; stale-tab posts "
+        f"{a['stale_sent']}, stored {a['stale_stored']}; Judgment rows {a['judgment_rows']}; "
+        f"assessors who ran out of documents: {extra['exhausted']}"
     )
+    if sizes:
+        print(
+            f"answer to a verdict: median {statistics.median(sizes) / 1000:.1f} KB raw (slim "
+            "when the page had the next document prefetched; a queue's answer is the claimed "
+            "document's panel)"
+        )
     print(
         f"Celery tasks enqueued during the run: {extra['tasks_enqueued']} (the judging path "
         "enqueues none)"
@@ -815,67 +1056,31 @@ def report(
     assets_sent = sum(x["sent"] for x in weight["assets"])
     total_raw = weight["html"] + assets_raw
     total_sent = weight["html"] + assets_sent
-    total_gzip = weight["html_gzip"] + assets_sent
-    print()
-    print("judging page weight (first visit; later pages are one htmx panel each):")
     print(
-        f"  HTML {kb(weight['html'])} raw, {kb(weight['html_gzip'])} gzip (Django sends it "
-        f"uncompressed unless the proxy compresses); of which document text (on screen + "
-        f"prefetched next) {kb(weight['documents'])}"
-    )
-    for x in weight["assets"]:
-        print(f"  {x['path']:<48} {kb(x['raw']):>9} raw {kb(x['sent']):>9} sent ({x['encoding']})")
-    print(
-        f"  total {kb(total_raw)} raw, {kb(total_sent)} as sent (HTML raw + assets gzip), "
-        f"{kb(total_gzip)} all gzip"
+        f"judging page (first visit): HTML {kb(weight['html'])} raw, {kb(weight['html_gzip'])} "
+        f"gzip; with its assets {kb(total_raw)} raw, {kb(total_sent)} as sent"
     )
 
-    q = a["queries"]
-    print()
-    print(
-        "SQL queries (probe account, Django test client, after the run): one judgment (submit "
-        f"+ next panel) {q['judge']['total']} taking {q['judge']['db_ms']:.1f} ms "
-        f"{q['judge']['by_kind']}; one judging page {q['page']['total']} taking "
-        f"{q['page']['db_ms']:.1f} ms {q['page']['by_kind']}"
-    )
-    if args.show_queries:
-        for which in ("judge", "page"):
-            print(f"  {which}:")
-            for statement in q[which]["sql"]:
-                print(f"    {statement}")
-
-    top = results[-1]
-    per_request = sum(top.cpu_ms_per_request())
-    cpus = os.cpu_count() or 1
-    print(
-        f"capacity: at saturation a request cost {per_request:.1f} CPU ms (client + gunicorn + "
-        f"PostgreSQL), so {cpus} idle CPUs would serve at most about "
-        f"{cpus * 1000 / per_request:.0f} requests/s; "
-        f"{100 - top.machine_busy()[1]:.0f}% of the machine went to others during that step"
-    )
-
-    saturation = max(r.judgments_per_second for r in results[1:])
+    stress = paced[0]
     errors = sum(r.errors for r in results)
     targets = [
-        (f"p95 at {args.assessors} assessors <= {TARGET_P95_MS:.0f} ms", steady.latency(95),
-         steady.latency(95) <= TARGET_P95_MS, "ms"),
-        (f"p99 at {args.assessors} assessors <= {TARGET_P99_MS:.0f} ms", steady.latency(99),
-         steady.latency(99) <= TARGET_P99_MS, "ms"),
-        (f"judgments/s at saturation >= {TARGET_SATURATION:.0f}", saturation,
-         saturation >= TARGET_SATURATION, "/s"),
+        (f"p95 submit at {args.assessors} x {args.rate:g}/s <= {TARGET_P95_MS:.0f} ms",
+         stress.latency(95, "judge"), stress.latency(95, "judge") <= TARGET_P95_MS, "ms"),
+        (f"p99 submit at {args.assessors} x {args.rate:g}/s <= {TARGET_P99_MS:.0f} ms",
+         stress.latency(99, "judge"), stress.latency(99, "judge") <= TARGET_P99_MS, "ms"),
+        (f"judgments/s at the knee >= {TARGET_SATURATION:.0f}", knee_jps,
+         knee_jps >= TARGET_SATURATION, "/s"),
         ("errors == 0", errors, errors == 0, ""),
-        ("lost judgments == 0", a["lost"], a["lost"] == 0 and a["wrong_label"] == 0, ""),
-        (f"judging page < {TARGET_PAGE_KB:.0f} KB as sent (gzip)", total_sent / 1000,
-         total_sent / 1000 < TARGET_PAGE_KB, "KB"),
-        (f"judging page < {TARGET_PAGE_KB:.0f} KB raw", total_raw / 1000,
-         total_raw / 1000 < TARGET_PAGE_KB, "KB"),
+        ("every acknowledged judgment stored once", a["lost"],
+         a["lost"] == 0 and a["wrong_label"] == 0 and a["stale_stored"] == 0, ""),
     ]  # fmt: skip
     print()
-    print("targets:")
+    print("targets (issue 13; on this shared machine a MISSED latency or rate is read with the")
+    print("ratios above):")
     for name, value, ok, unit in targets:
         shown = f"{value:.1f}" if isinstance(value, float) else str(value)
         print(f"  {name:<44} {shown:>8} {unit:<3} {verdict(ok)}")
-    return errors == 0 and a["lost"] == 0 and a["wrong_label"] == 0
+    return errors == 0 and a["lost"] == 0 and a["wrong_label"] == 0 and a["stale_stored"] == 0
 
 
 def main() -> int:
@@ -883,9 +1088,26 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--assessors", type=int, default=60, help="simulated assessors (60)")
-    parser.add_argument("--duration", type=float, help="steady phase, seconds (300; --quick: 30)")
-    parser.add_argument("--rate", type=float, default=1.0, help="actions/s per assessor, steady")
-    parser.add_argument("--step", type=float, help="seconds per ramp step (30; --quick: 8)")
+    parser.add_argument(
+        "--duration", type=float, help="each human-pace phase, seconds (300; --quick: 30)"
+    )
+    parser.add_argument("--rate", type=float, default=1.0, help="actions/s per assessor, stress")
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="divide people's think time by this (1: real time, median 8 s)",
+    )
+    parser.add_argument("--step", type=float, help="seconds per saturation step (30; --quick: 10)")
+    parser.add_argument(
+        "--levels",
+        type=lambda text: tuple(int(x) for x in text.split(",")),
+        help=f"clients of the saturation steps ({','.join(map(str, LEVELS))}; --quick: "
+        f"{','.join(map(str, QUICK_LEVELS))})",
+    )
+    parser.add_argument(
+        "--service-n", type=int, help="judgments of the service-cost step (500; --quick: 50)"
+    )
     parser.add_argument(
         "--workers",
         type=int,
@@ -893,7 +1115,6 @@ def main() -> int:
         help="gunicorn sync workers (2 x CPUs + 1)",
     )
     parser.add_argument("--quick", action="store_true", help="smoke run: shorter phases")
-    parser.add_argument("--show-queries", action="store_true", help="print the probe's SQL")
     parser.add_argument("--internal", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.internal:
@@ -901,7 +1122,12 @@ def main() -> int:
     if args.duration is None:
         args.duration = 30.0 if args.quick else 300.0
     if args.step is None:
-        args.step = 8.0 if args.quick else 30.0
+        args.step = 10.0 if args.quick else 30.0
+    if args.levels is None:
+        args.levels = QUICK_LEVELS if args.quick else LEVELS
+    args.levels = tuple(min(level, args.assessors) for level in args.levels)
+    if args.service_n is None:
+        args.service_n = 50 if args.quick else 500
     command = " ".join([".venv/bin/python", "bench/load.py", *sys.argv[1:]])
 
     def interrupted(signum: int, frame: object) -> None:
@@ -928,6 +1154,7 @@ def main() -> int:
         }
         for name in ("REDIS_URL", "CELERY_BROKER_URL", "CONN_MAX_AGE", "CELERY_QUEUE"):
             env.pop(name, None)
+        service = service_cost(args)
         print(f"fresh database {DB_NAME}, migrate, collectstatic …", flush=True)
         recreate_database()
         run_python(env, "manage.py", "migrate", "--noinput")
@@ -976,7 +1203,7 @@ def main() -> int:
         for process in processes:
             stop_process(process)
         submissions = work / "submissions.json"
-        submissions.write_text(json.dumps(rec.submissions))
+        submissions.write_text(json.dumps({"sent": rec.submissions, "stale": sorted(rec.stale)}))
         analysis = internal(env, "analyse", str(submissions))
         with psycopg.connect(DB_URL) as conn:
             pg_version = conn.execute("SHOW server_version").fetchone()[0]
@@ -992,6 +1219,7 @@ def main() -> int:
                 "pg_version": pg_version,
                 "exhausted": exhausted,
                 "tasks_enqueued": tasks_enqueued,
+                "service": service,
             },
         )
         if not ok:
@@ -1007,6 +1235,25 @@ def main() -> int:
         for process in processes:
             stop_process(process)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def service_cost(args: argparse.Namespace) -> list[str]:
+    """Part 1: bench/judging_cost.py (statements, Django CPU, PostgreSQL CPU and bytes per
+    request, in-process) for a primary assignment and a shared queue, its printed figures."""
+    lines = []
+    modes = ("primary",) if args.quick else ("primary", "queue", "adaptive")
+    for mode in modes:
+        print(f"service cost ({mode}, {args.service_n} judgments) …", flush=True)
+        env = {**os.environ, "PJ_COST_DB": f"{DB_NAME}_cost"}
+        env.pop("DATABASE_URL", None)
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "bench" / "judging_cost.py"), "--n",
+             str(args.service_n), "--mode", mode],
+            cwd=ROOT, env=env, check=True, capture_output=True, text=True,
+        )  # fmt: skip
+        out = done.stdout.strip().splitlines()
+        lines += out[out.index(next(x for x in out if x.startswith("judging round trip"))) :]
+    return lines
 
 
 def warm_wsgi() -> Callable[..., Any]:
@@ -1094,8 +1341,10 @@ def setup_campaign(assessors: int, items: int) -> dict[str, Any]:
             narrative=texts[i % len(texts)].narrative,
             position=len(texts) + 1 + i,
         )
-        for i in range(len(accounts))
+        for i in range(len(accounts) + 1)
     )
+    # The last topic is a shared queue: every QUEUE_EVERY-th assessor claims from it.
+    *topics, queue_topic = topics
     doc_ids = list(campaign.documents.values_list("doc_id", flat=True))
     items = min(items, len(doc_ids))
     rng = random.Random(9)
@@ -1104,13 +1353,15 @@ def setup_campaign(assessors: int, items: int) -> dict[str, Any]:
         for topic in topics:
             for rank, doc in enumerate(rng.sample(doc_ids, items), 1):
                 out.write(f"{topic.topic_id} Q0 {doc} {rank} {items - rank + 1} load\n")
+        for rank, doc in enumerate(rng.sample(doc_ids, len(doc_ids)), 1):
+            out.write(f"{queue_topic.topic_id} Q0 {doc} {rank} {len(doc_ids) - rank + 1} load\n")
     import_runs(campaign=campaign, sources=[("load.run", str(run_file))])
     shutil.rmtree(run_file.parent)
     with transaction.atomic():
         pool = create_pool(
             campaign=campaign,
             strategy=Pool.Strategy.DEPTH,
-            params={"depth": items},
+            params={"depth": len(doc_ids)},
             note="load benchmark",
         )
     pool.refresh_from_db()  # the job ran on commit (no broker: eager)
@@ -1120,15 +1371,26 @@ def setup_campaign(assessors: int, items: int) -> dict[str, Any]:
     # One PBKDF2 hash for every account: hashing 60 passwords one by one takes half a minute.
     hashed = make_password(PASSWORD)
     users = User.objects.bulk_create(User(username=name, password=hashed) for name in accounts)
+    queue_assessors = 0
     for seed, (user, topic) in enumerate(zip(users, topics, strict=True)):
         add_member(campaign=campaign, user=user, role=Membership.Role.ASSESSOR)
-        assign(campaign=campaign, pool=pool, user=user, topics=[topic], seed=seed)
+        if seed % QUEUE_EVERY == QUEUE_EVERY - 1 and user.username != PROBE_USER:
+            assign(campaign=campaign, pool=pool, user=user, topics=[queue_topic], mode="queue")
+            queue_assessors += 1
+        else:
+            assign(campaign=campaign, pool=pool, user=user, topics=[topic], seed=seed)
     # Fresh statistics, as autovacuum would gather after a bulk load. (The shared development
     # server runs with autovacuum off: without statistics the planner sorts every open item of
     # the assignment for each next-document query, about 4 ms instead of 0.2 ms.)
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE")
-    return {"documents": len(doc_ids), "items": items, "pool": pool.size}
+    return {
+        "documents": len(doc_ids),
+        "items": items,
+        "pool": pool.size,
+        "queue_assessors": queue_assessors,
+        "queue_items": len(doc_ids),
+    }
 
 
 def analyse(submissions: Path) -> dict[str, Any]:
@@ -1136,7 +1398,9 @@ def analyse(submissions: Path) -> dict[str, Any]:
     judging page on the probe account."""
     from campaigns.models import Judgment, JudgmentRevision
 
-    sent: dict[str, list[Any]] = json.loads(submissions.read_text())
+    recorded = json.loads(submissions.read_text())
+    sent: dict[str, list[Any]] = recorded["sent"]
+    stale = set(recorded["stale"])
     load = {"judgment__campaign__slug": SLUG}
     stored = {
         str(sid): label
@@ -1156,63 +1420,13 @@ def analyse(submissions: Path) -> dict[str, Any]:
         "wrong_label": sum(
             1 for sid, label in stored.items() if sid in sent and sent[sid][0] != label
         ),
-        "unknown": len(stored.keys() - sent.keys()),
+        "unknown": len(stored.keys() - sent.keys() - stale),
+        "stale_sent": len(stale),
+        "stale_stored": len(stale & stored.keys()),
         "judgment_rows": Judgment.objects.filter(campaign__slug=SLUG)
         .exclude(assessor__user__username=PROBE_USER)
         .count(),
-        "queries": probe_queries(),
     }
-
-
-def probe_queries() -> dict[str, Any]:
-    from django.contrib.auth import get_user_model
-    from django.db import connection
-    from django.test import Client
-    from django.test.utils import CaptureQueriesContext
-
-    client = Client(headers={"Host": HOST, "X-Forwarded-Proto": "https"})
-    client.force_login(get_user_model().objects.get(username=PROBE_USER))
-    home = client.get(f"/c/{SLUG}/judge/")
-    start = START_LINK.search(home.content.decode()).group(1)
-    page_url = client.get(start)["Location"]
-
-    def post(html: str, url: str):
-        fields = dict(HIDDEN.findall(html))
-        label = LABEL_VALUES.findall(html)[0]
-        data = {**fields, "label": label, "active_ms": "3000", "note": ""}
-        return client.post(url, data, headers={"HX-Request": "true"})
-
-    # Warm up first (the first request of a process fills caches a worker keeps), then measure
-    # a judgment and a reload of the page it leads to.
-    def shown_url(answer) -> str:
-        # The answer's panel names the document it shows (HX-Push-Url only on older code).
-        if answer.has_header("HX-Push-Url"):
-            return answer["HX-Push-Url"]
-        token = re.search(r'data-item="([^"]+)"', answer.content.decode()).group(1)
-        return page_url.rsplit("/", 2)[0] + f"/{token}/"
-
-    first = client.get(page_url).content.decode()
-    answer = post(first, page_url)
-    url = shown_url(answer)
-    with CaptureQueriesContext(connection) as judged:
-        answer = post(answer.content.decode(), url)
-    assert answer.status_code == 200, answer.status_code
-    with CaptureQueriesContext(connection) as page:
-        shown = client.get(shown_url(answer))
-    assert shown.status_code == 200, shown.status_code
-
-    def summary(captured: CaptureQueriesContext) -> dict[str, Any]:
-        queries = captured.captured_queries
-        kinds = Counter(q["sql"].split(None, 1)[0].upper() for q in queries)
-        return {
-            "total": len(queries),
-            "by_kind": dict(kinds.most_common()),
-            # wall time as Django measured it: round trip to PostgreSQL included
-            "db_ms": 1000 * sum(float(q["time"]) for q in queries),
-            "sql": [f"{1000 * float(q['time']):6.2f} ms  {q['sql'][:200]}" for q in queries],
-        }
-
-    return {"judge": summary(judged), "page": summary(page)}
 
 
 if __name__ == "__main__":

@@ -158,7 +158,7 @@ class Campaign(models.Model):
         if problems:
             raise ValueError(" ".join(problems))
         # Lock the campaign row so two organisers saving at once get consecutive numbers.
-        Campaign.objects.select_for_update().filter(pk=self.pk).first()
+        Campaign.objects.select_for_update(of=("self",)).filter(pk=self.pk).order_by().first()
         last = self.rubric_versions.order_by("-number").values_list("number", flat=True).first()
         version = RubricVersion.objects.create(
             campaign=self, number=(last or 0) + 1, created_by=by, note=note

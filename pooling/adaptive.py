@@ -9,11 +9,21 @@ Where the state lives
     The judgments themselves are the evidence: every verdict is a ``JudgmentRevision`` row (append
     only, ids increasing), so the order's state is a fold of the topic's revisions in id order,
     a revision of a label included. Each process keeps the folded :class:`Adjudicator` per pool and
-    topic and reads only the revisions newer than the last it folded (one query). The database
-    keeps what the judgments do not say: which run's turn chose each document
-    (:class:`AdaptiveTopic`, locked with ``SELECT … FOR UPDATE`` while a document is chosen, so
-    choices on one topic are made one at a time and two assessors never get one document).
+    topic and reads only the revisions newer than the last it folded (and the last RECENT_SECONDS'
+    again: ids are given out before their statements commit). The database keeps what the
+    judgments do not say: which run's turn chose each document (:class:`AdaptiveTopic`).
     Documents claimed and not yet judged are passed to the order as pending.
+
+How a choice is claimed
+    On PostgreSQL (assess.judging._claiming_panel) the statement that finds an assessor has
+    nothing open also reads what the order needs (new revisions, pending claims); the order
+    chooses here (:func:`choose_from`, nothing locked), and one statement claims the chosen queue
+    entry only if it is still unclaimed, records the run's turn (merged into the topic's row)
+    and appends the item: two statements, no transaction held open. If another assessor claimed
+    that document meanwhile, the claim takes nothing and the order chooses again; after a few
+    such races, or on other databases, :func:`choose` chooses under the topic's row lock
+    (``SELECT … FOR UPDATE``), one assessor at a time. Either way two assessors never get one
+    document: the queue entry's claim is the arbiter.
 
 Blinding: nothing here reaches the assessor but the document chosen; runs, turns and estimates stay
 on the organiser's side.
@@ -23,13 +33,15 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import OrderedDict, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Q
+from django.utils import timezone
 
 from campaigns.models import Assessor, JudgmentRevision, Topic
 from pooling.adjudication import (
@@ -132,10 +144,21 @@ def topic_lists(pool: Pool, topic: Topic) -> dict[str, list[str]]:
     }
 
 
+# Revision ids are given out when a verdict's statement runs, and statements commit in any
+# order: a reader can see revision n+1 while n is still in flight. Each read therefore also
+# returns the revisions written in the last RECENT_SECONDS (judged_at), and the fold remembers
+# which of those it holds; one that arrives below the last folded id was in flight, and the
+# topic is folded again from its first revision (rare: two verdicts on one topic in the same
+# milliseconds, read between their commits).
+RECENT_SECONDS = 30
+
+
 @dataclass
 class _Folded:
     adjudicator: Adjudicator
     last_revision: int = 0
+    # Revision pk -> time.monotonic() when folded, for the revisions of the recent window.
+    recent: dict[int, float] = field(default_factory=dict)
 
 
 _cache: OrderedDict[tuple, _Folded] = OrderedDict()
@@ -149,8 +172,9 @@ def _key(pool: Pool, topic: Topic) -> tuple:
     return (pool.pk, pool.created_at, topic.pk)
 
 
-def _folded(pool: Pool, topic: Topic, chosen_by: dict[str, str]) -> Adjudicator:
-    """The topic's adjudicator with every revision so far folded in (call under _lock)."""
+def _entry(pool: Pool, topic: Topic) -> _Folded:
+    """The topic's cached fold, created empty (nothing folded yet) when absent (call under
+    _lock)."""
     opts = options(pool)
     if opts is None:
         raise AdjudicationError(f"Pool v{pool.version} is not judged in adaptive order.")
@@ -176,22 +200,95 @@ def _folded(pool: Pool, topic: Topic, chosen_by: dict[str, str]) -> Adjudicator:
         while len(_cache) > CACHE_SIZE:
             _cache.popitem(last=False)
     _cache.move_to_end(key)
-    revisions = (
-        JudgmentRevision.objects.filter(
-            pk__gt=entry.last_revision,
-            judgment__campaign_id=pool.campaign_id,
-            judgment__topic_id=topic.pk,
-            judgment__assessor__kind=Assessor.Kind.PERSON,
-        )
-        .order_by("pk")
-        .values_list("pk", "judgment__doc_id", "label")
-    )
+    return entry
+
+
+def _fold(entry: _Folded, revisions) -> bool:
+    """Fold ``revisions`` ((revision pk, doc id, label, run whose turn chose the document), in pk
+    order) into the entry, skipping those it already holds (call under _lock). False when one
+    arrived late (below the last folded id, see RECENT_SECONDS): the caller folds again."""
     adjudicator = entry.adjudicator
-    for pk, doc_id, label in revisions:
+    now = time.monotonic()
+    if len(entry.recent) > 64:
+        entry.recent = {pk: t for pk, t in entry.recent.items() if now - t < 2 * RECENT_SECONDS}
+    for pk, doc_id, label, run in revisions:
+        if pk in entry.recent:
+            continue
+        if pk <= entry.last_revision:
+            return False
         if doc_id in adjudicator.index:
-            adjudicator.judge(doc_id, label, run=chosen_by.get(doc_id))
+            adjudicator.judge(doc_id, label, run=run)
         entry.last_revision = pk
-    return adjudicator
+        entry.recent[pk] = now
+    return True
+
+
+def recent_since() -> datetime:
+    """Revisions judged after this are read again by every fold (see RECENT_SECONDS)."""
+    return timezone.now() - timedelta(seconds=RECENT_SECONDS)
+
+
+def _folded(pool: Pool, topic: Topic, chosen_by: dict[str, str]) -> Adjudicator:
+    """The topic's adjudicator with every revision so far folded in (call under _lock)."""
+    for _ in range(2):
+        entry = _entry(pool, topic)
+        revisions = (
+            JudgmentRevision.objects.filter(
+                Q(pk__gt=entry.last_revision) | Q(judged_at__gt=recent_since()),
+                judgment__campaign_id=pool.campaign_id,
+                judgment__topic_id=topic.pk,
+                judgment__assessor__kind=Assessor.Kind.PERSON,
+            )
+            .order_by("pk")
+            .values_list("pk", "judgment__doc_id", "label")
+        )
+        rows = ((pk, doc, label, chosen_by.get(doc)) for pk, doc, label in revisions)
+        if _fold(entry, rows):
+            break
+        _cache.pop(_key(pool, topic), None)  # a late revision: fold from the first again
+    return entry.adjudicator
+
+
+def folded_marks(pool: Pool) -> dict[int, int]:
+    """Topic pk -> the last revision this process has folded, for the pool's cached topics: a
+    reader of the judging loop asks the database only for revisions after these (see
+    choose_from); a topic missing here is read from its first revision."""
+    key = (pool.pk, pool.created_at)
+    with _lock:
+        return {k[2]: entry.last_revision for k, entry in _cache.items() if k[:2] == key}
+
+
+def choose_from(
+    *,
+    pool: Pool,
+    topics: Sequence[Topic],
+    marks: dict[int, int],
+    revisions: dict[int, list[tuple[int, str, int, str | None]]],
+    pending: dict[int, set[str]],
+) -> tuple[Topic, Choice] | None:
+    """The next document of an adaptive pool for an assessor of ``topics`` (in that order), from
+    state read by the caller in the statement that found the assessor had nothing open
+    (assess.judging.panel_reads): per topic, the revisions after ``marks`` (the caller's
+    folded_marks) with the run that chose each document, and the documents claimed and not yet
+    judged. Nothing is locked or written: the caller claims the choice with a conditional
+    write, and reads again if another assessor took it first. None when every topic is done
+    or out of budget."""
+    with _lock:
+        for topic in topics:
+            entry = _entry(pool, topic)
+            if entry.last_revision < marks.get(topic.pk, 0) or not _fold(
+                entry, sorted(revisions.get(topic.pk, ()))
+            ):
+                # Evicted and created again since the caller read, or a revision arrived late:
+                # fold from the database.
+                _cache.pop(_key(pool, topic), None)
+                row = AdaptiveTopic.objects.filter(pool=pool, topic=topic).order_by().first()
+                _folded(pool, topic, row.chosen_by if row is not None else {})
+                entry = _entry(pool, topic)
+            choice = entry.adjudicator.next(pending=pending.get(topic.pk, ()))
+            if choice is not None:
+                return topic, choice
+    return None
 
 
 def choose(*, pool: Pool, topic: Topic, claimed_since: datetime) -> Choice | None:
@@ -200,7 +297,9 @@ def choose(*, pool: Pool, topic: Topic, claimed_since: datetime) -> Choice | Non
     ``claimed_since`` and not yet judged are someone else's."""
     from assess.models import QueueItem
 
-    row, _ = AdaptiveTopic.objects.select_for_update().get_or_create(pool=pool, topic=topic)
+    row, _ = AdaptiveTopic.objects.select_for_update(of=("self",)).get_or_create(
+        pool=pool, topic=topic
+    )
     pending = QueueItem.objects.filter(
         pool=pool, topic=topic, done=False, claimed_at__gte=claimed_since
     ).values_list("doc_id", flat=True)
@@ -223,10 +322,13 @@ def claim_candidate(assignment, *, expired: datetime):
         choice = choose(pool=pool, topic=topic, claimed_since=expired)
         if choice is None:
             continue
+        # One row at most (unique per pool, topic, document and replica); ordered by pk, never
+        # by QueueItem's default ordering, whose joins would lock the pool and campaign too.
         candidate = (
-            QueueItem.objects.select_for_update(skip_locked=True)
+            QueueItem.objects.select_for_update(skip_locked=True, of=("self",))
             .filter(pool=pool, topic=topic, doc_id=choice.doc_id, replica=0, done=False)
             .filter(Q(claimed_by__isnull=True) | Q(claimed_at__lt=expired))
+            .order_by("pk")
             .first()
         )
         if candidate is not None:

@@ -26,7 +26,7 @@ class RunAdmin(admin.ModelAdmin):
 @admin.register(models.Pool)
 class PoolAdmin(admin.ModelAdmin):
     list_display = ["campaign", "version", "strategy", "status", "size", "created_at", "built_at"]
-    list_filter = ["campaign", "strategy", "status"]
+    list_filter = ["campaign", "strategy", "job__status"]
     readonly_fields = [
         "campaign",
         "version",

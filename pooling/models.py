@@ -14,6 +14,7 @@ from array import array
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from campaigns.models import ID_MAX_LENGTH, Campaign, Job, Topic, id_validator
 from pooling.spec import PoolSpec
@@ -93,9 +94,23 @@ class RunTopic(models.Model):
         return values.tolist()
 
 
+BUILD_JOB_KIND = "build_pool"  # the kind of the Job that builds a pool (pooling.pools)
+
+
+class PoolQuerySet(models.QuerySet):
+    def built(self) -> PoolQuerySet:
+        """Pools whose build finished: their entries and statistics are stored."""
+        return self.filter(built_at__isnull=False)
+
+
 class Pool(models.Model):
     """A built pool is immutable: it records everything needed to rebuild it exactly, and
-    building again makes a new version."""
+    building again makes a new version.
+
+    Its build's status is its job's (``job``, a :class:`campaigns.models.Job`): the job row is
+    the only record of it, and :attr:`status` reads it. ``built_at`` is set in the transaction
+    that stores the entries (and the job's success), so a pool is built exactly when it has a
+    ``built_at``."""
 
     class Strategy(models.TextChoices):
         DEPTH = "depth", "Depth-k"
@@ -119,7 +134,6 @@ class Pool(models.Model):
     topics = models.ManyToManyField(Topic, related_name="+", blank=True)
     seed = models.BigIntegerField(null=True, blank=True)
     software_version = models.CharField(max_length=40)
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.BUILDING)
     job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     note = models.CharField(max_length=200, blank=True)
     size = models.PositiveIntegerField(default=0)
@@ -130,6 +144,8 @@ class Pool(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
 
+    objects = PoolQuerySet.as_manager()
+
     class Meta:
         ordering = ["campaign", "-version"]
         constraints = [
@@ -138,6 +154,49 @@ class Pool(models.Model):
 
     def __str__(self) -> str:
         return f"{self.campaign.slug} pool v{self.version} ({self.strategy})"
+
+    @property
+    def status(self) -> str:
+        """Built once the entries are stored (``built_at``); otherwise what the build job says:
+        failed or cancelled when it ended so, building while it is queued or running (a failed
+        job retried is building again), and building before it is queued."""
+        if self.built_at is not None:
+            return Pool.Status.BUILT
+        job = self.build_job()
+        if job is not None and job.status in (Job.Status.FAILED, Job.Status.CANCELLED):
+            return Pool.Status(job.status)
+        return Pool.Status.BUILDING
+
+    @status.setter
+    def status(self, value: str) -> None:
+        """For a pool made built without a build job (fixtures, benchmarks):
+        ``Pool(status=Pool.Status.BUILT)`` records it built now. A failed or cancelled build is
+        its job's to record."""
+        if value == Pool.Status.BUILT:
+            self.built_at = self.built_at or timezone.now()
+        elif value == Pool.Status.BUILDING:
+            self.built_at = None
+        else:
+            raise ValueError(f"A pool's build is {value} only through its job.")
+
+    def build_job(self) -> Job | None:
+        """The job that builds the pool: ``job``, or (for a pool whose job was made apart from
+        it) the latest build job naming it in its parameters."""
+        if self.job_id is not None:
+            return self.job
+        if self.pk is None:
+            return None
+        return Job.objects.filter(kind=BUILD_JOB_KIND, params__pool=self.pk).order_by("-pk").first()
+
+    def get_status_display(self) -> str:
+        return Pool.Status(self.status).label
+
+    @property
+    def error(self) -> str:
+        """Why the build did not finish (the job's error), or empty."""
+        if self.status in (Pool.Status.FAILED, Pool.Status.CANCELLED):
+            return self.build_job().error  # type: ignore[union-attr]
+        return ""
 
     @property
     def spec(self) -> PoolSpec:

@@ -25,7 +25,7 @@ from campaigns import jobs
 from campaigns.models import Campaign, Judgment, Topic
 from pooling import adaptive, strategies
 from pooling.adjudication import AdjudicationError
-from pooling.models import Pool, PoolEntry, Run, RunTopic
+from pooling.models import BUILD_JOB_KIND, Pool, PoolEntry, Run, RunTopic
 from pooljudge.common import ProgressFn, median, no_progress, refresh_planner_statistics
 
 ORDERS = ("trec_eval", "file_rank")
@@ -245,7 +245,7 @@ def create_pool(
     if not topic_list:
         raise PoolDefinitionError("The runs rank no documents for any topic.")
     # Lock the campaign row so two organisers get consecutive version numbers.
-    Campaign.objects.select_for_update().filter(pk=campaign.pk).first()
+    Campaign.objects.select_for_update(of=("self",)).filter(pk=campaign.pk).order_by().first()
     last = campaign.pools.aggregate(last=Max("version"))["last"] or 0
     pool = Pool.objects.create(
         campaign=campaign,
@@ -260,7 +260,7 @@ def create_pool(
     pool.runs.set(runs)
     pool.topics.set(topic_list)
     pool.job = jobs.enqueue(
-        kind="build_pool",
+        kind=BUILD_JOB_KIND,
         task=BUILD_TASK,
         campaign=campaign,
         params={"pool": pool.pk, "version": pool.version},
@@ -456,7 +456,7 @@ def build_pool(*, pool: Pool, progress: ProgressFn = no_progress) -> dict[str, A
     the second finds the pool built (or the first one's work rolled back) and never duplicates it.
     """
     pool = Pool.objects.select_for_update().get(pk=pool.pk)
-    if pool.status == Pool.Status.BUILT:
+    if pool.built_at is not None:
         return {
             "pool": pool.pk,
             "version": pool.version,
@@ -492,9 +492,8 @@ def build_pool(*, pool: Pool, progress: ProgressFn = no_progress) -> dict[str, A
     progress(done, len(topics), "saving the pool")
     pool.stats = dataclasses.asdict(statistics)
     pool.size = entries.count
-    pool.status = Pool.Status.BUILT
-    pool.built_at = timezone.now()
-    pool.save(update_fields=["stats", "size", "status", "built_at"])
+    pool.built_at = timezone.now()  # built: the job that ran this succeeds in this transaction
+    pool.save(update_fields=["stats", "size", "built_at"])
     refresh_planner_statistics(PoolEntry)
     return {
         "pool": pool.pk,
@@ -505,10 +504,6 @@ def build_pool(*, pool: Pool, progress: ProgressFn = no_progress) -> dict[str, A
             f"Pool v{pool.version} built: {pool.size:,} documents over {len(topic_ids)} topics."
         ),
     }
-
-
-def mark_failed(pool_id: int, status: str) -> None:
-    Pool.objects.filter(pk=pool_id, status=Pool.Status.BUILDING).update(status=status)
 
 
 # --- Planning -------------------------------------------------------------------------------------

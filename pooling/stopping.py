@@ -30,10 +30,27 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from pooling.adjudication import Adjudicator
+
+class Adjudicator(Protocol):
+    """What an estimate reads of a topic's adjudication (``pooling.adjudication.Adjudicator``,
+    which imports this module: named here by its shape, not imported back)."""
+
+    relevant_from: int
+    lists: list[list[int]]  # per run: its pooled documents in rank order
+    holders: list[list[tuple[int, int]]]  # per document: (run, position) of every run holding it
+    labels: dict[int, int]  # document -> its label so far
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def judged_count(self) -> int: ...
+
+    @property
+    def relevant_count(self) -> int: ...
+
 
 METHODS = ("fusion", "rrf", "decay")
 DEFAULT_METHOD = "fusion"

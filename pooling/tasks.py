@@ -2,10 +2,9 @@ from celery import shared_task
 
 from campaigns.imports import run_import_job
 from campaigns.jobs import run_job
-from campaigns.models import Job
 from pooling.imports import documents_importer, runs_importer
 from pooling.models import Pool
-from pooling.pools import BUILD_TASK, build_pool, mark_failed
+from pooling.pools import BUILD_TASK, build_pool
 
 
 @shared_task(bind=True)
@@ -28,10 +27,6 @@ def _build(job, progress):
 
 @shared_task(bind=True, name=BUILD_TASK)
 def build_pool_task(self, job_id: int) -> None:
+    """Build the pool named in the job's params; the job row records how it went (and is the
+    pool's status: pooling.models.Pool.status)."""
     run_job(self, job_id, _build)
-    job = Job.objects.filter(pk=job_id).first()
-    if job is not None and job.status in (Job.Status.FAILED, Job.Status.CANCELLED):
-        mark_failed(
-            job.params["pool"],
-            Pool.Status.FAILED if job.status == Job.Status.FAILED else Pool.Status.CANCELLED,
-        )

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRefresh, HttpResponseStopPolling
 
 from campaigns.access import get_campaign_for
-from campaigns.models import Campaign, Job
+from campaigns.models import Campaign
 from pooling import plots
 from pooling.forms import BuildPoolForm, PlannerForm
 from pooling.models import Pool, Run
@@ -31,28 +31,12 @@ from pooling.pools import (
 # --- Context pieces shared by the pages -----------------------------------------------------------
 
 
-def _display_status(pool: Pool) -> tuple[str, str]:
-    """(status, error) as the organiser should read them. The job is the fresher record: a pool
-    whose job ended without building it (cancelled while queued, given up after lost workers)
-    shows the job's outcome, and one whose failed job was retried shows as building again."""
-    job = pool.job
-    if pool.status == Pool.Status.BUILT:
-        return pool.status, ""
-    if job is not None and not job.is_final:
-        return Pool.Status.BUILDING, ""
-    if job is not None and job.status in (Job.Status.FAILED, Job.Status.CANCELLED):
-        return job.status, job.error
-    return pool.status, job.error if job is not None else ""
-
-
 def _pool_versions(campaign: Campaign) -> list[Pool]:
     pools = list(
         campaign.pools.select_related("job").annotate(
             run_count=Count("runs", distinct=True), topic_count=Count("topics", distinct=True)
         )
     )
-    for pool in pools:
-        pool.shown_status, pool.shown_error = _display_status(pool)
     return pools
 
 
@@ -95,7 +79,7 @@ def _pools_page(request: HttpRequest, campaign: Campaign, form: BuildPoolForm) -
         "runs": current,
         "superseded": superseded,
         "pools": pools,
-        "any_building": any(p.shown_status == Pool.Status.BUILDING for p in pools),
+        "any_building": any(p.status == Pool.Status.BUILDING for p in pools),
         "topic_count": campaign.topics.count(),
         "line_count": sum(run.line_count for run in current),
         **_planner(campaign, request.GET),
@@ -140,7 +124,7 @@ def versions(request: HttpRequest, slug: str) -> HttpResponse:
     if not request.htmx:
         return redirect("pooling:pools", slug=slug)
     pools = _pool_versions(campaign)
-    any_building = any(p.shown_status == Pool.Status.BUILDING for p in pools)
+    any_building = any(p.status == Pool.Status.BUILDING for p in pools)
     response = render(
         request,
         "pooling/pools.html#versions",
@@ -253,7 +237,6 @@ def pool_detail(request: HttpRequest, slug: str, version: int) -> HttpResponse:
     campaign, pool = _get_pool(request, slug, version)
     runs = sorted(pool.runs.all(), key=lambda run: run.tag)
     tags = {str(run.pk): run.tag for run in runs}
-    pool.shown_status, pool.shown_error = _display_status(pool)
     context: dict[str, Any] = {
         "campaign": campaign,
         "pool": pool,
@@ -275,7 +258,7 @@ def pool_status(request: HttpRequest, slug: str, version: int) -> HttpResponse:
     _campaign, pool = _get_pool(request, slug, version)
     if not request.htmx:
         return redirect("pooling:pool", slug=slug, version=version)
-    if _display_status(pool)[0] == Pool.Status.BUILDING:
+    if pool.status == Pool.Status.BUILDING:
         return HttpResponse(status=204)
     return HttpResponseClientRefresh()
 

@@ -33,9 +33,6 @@ from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-import ir_measures
-import pytrec_eval
-
 from pooljudge.common import trec_eval_order
 
 MEASURES = ("AP", "nDCG@10", "P@10", "Rprec", "bpref", "infAP", "Judged@10")
@@ -72,6 +69,8 @@ class _Measure:
 
 
 def _parse_measure(name: str) -> _Measure:
+    import ir_measures  # here, not at the top: a web process imports MEASURES for its forms
+
     spelled = name
     match = re.fullmatch(r"([A-Za-z_]+)(@\d+)?", name)
     if match and match.group(1) in _ALIASES:
@@ -183,6 +182,8 @@ class _Scorer:
             family if not cuts else f"{family}.{','.join(map(str, sorted(cuts)))}"
             for family, cuts in cutoffs.items()
         }
+        import pytrec_eval  # here, not at the top (see _parse_measure)
+
         self.evaluator = (
             pytrec_eval.RelevanceEvaluator(
                 self.qrels, requests, relevance_level=relevance_threshold

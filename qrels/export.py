@@ -28,7 +28,6 @@ writer for :class:`qrels.models.Export`, a response, a file).
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import os
@@ -38,87 +37,47 @@ import tempfile
 import threading
 import zipfile
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from functools import partial
-from itertools import chain
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from django.db import connection
 from django.db.models import Count, Exists, OuterRef
+from django.template.loader import render_to_string
 from django.utils import timezone
 
 import pooljudge
 from campaigns.models import Assessor, Campaign, Judgment, RubricVersion
+from campaigns.textfiles import MAX_ID_LENGTH
 from pooling.models import Pool, PoolEntry, Run
-from pooljudge.common import RISKY_FIRST, ProgressFn, neutralise, no_progress, planner_settings
+from pooljudge.common import ProgressFn, neutralise, no_progress
 from qrels import agreement, sampled
 from qrels.formats import write_qrels
 from qrels.policies import (
-    LABEL,
     POLICIES,
-    ROW_COLUMNS,
-    ROW_CONVERTERS,
     UNJUDGED,
     PolicyConflict,
-    Scope,
-    as_flag,
-    as_float,
-    as_int,
-    as_text,
-    as_timestamp,
     default_policy,
-    find_conflicts,
-    judgment_rows_sql,
     resolver_for,
-    scope,
-    stream_batches,
-    timestamp_sql,
-    unescape,
     unjudged_label,
+)
+from qrels.rows import Scope, find_conflicts, scope, unescape, use_snapshot
+from qrels.sidecar import (
+    ESCAPE_RULE,
+    HEADER,
+    SAFETY_RULE,
+    SIDECAR_COLUMNS,
+    TEXT_COLUMNS,
+    decode_cell,
+    format_rows,
+    sidecar_batches,
+    sidecar_rows,
 )
 
 FORMAT = "pooljudge-export/1"
-SIDECAR_COLUMNS = (
-    "topic",
-    "docid",
-    "label",
-    "assessor",
-    "source",
-    "iteration",
-    "rubric_version",
-    "revisions",
-    "position",
-    "served_at",
-    "first_judged_at",
-    "judged_at",
-    "seconds_on_screen",
-    "active_seconds",
-    "pool",
-    "stratum",
-    "inclusion_probability",
-    "unreadable",
-    "unsure",
-    "note",
-)
-TEXT_COLUMNS = ("topic", "docid", "assessor", "source", "iteration", "note")
-SAFETY_RULE = (
-    "Text cells (topic, docid, assessor, source, iteration, note) that start with = + - @ ' or "
-    "a tab or carriage return get one extra ' in front, so no spreadsheet reads them as a "
-    "formula. "
-    "To recover the value, remove one leading ' from a text cell that starts with one. "
-    "Labels and other numbers are never changed."
-)
-ESCAPE_RULE = (
-    "Inside TSV cells, backslash, tab, newline and carriage return are written `\\\\` `\\t` "
-    "`\\n` `\\r` (and backspace, form feed, vertical tab `\\b` `\\f` `\\v`): PostgreSQL's COPY "
-    "text format. Decode the escapes first, then the leading quote. Empty cells are missing "
-    "values. judgments.jsonl carries the same rows as JSON, with the raw strings (no quote, no "
-    "escapes)."
-)
 AGREEMENT_BOOTSTRAP = 1000
 README_TOPIC_ROWS = 200
 CHUNK_BYTES = 4 * 1024 * 1024
@@ -161,21 +120,6 @@ def _iso(at: datetime | None) -> str | None:
     if at is None:
         return None
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def use_snapshot() -> None:
-    """On PostgreSQL, make the current transaction REPEATABLE READ when it has not run a
-    statement yet, so that every file of a bundle reads the same snapshot of the judgments
-    (verdicts saved while an export runs land in the next one). Elsewhere, or once the
-    transaction has started, it does nothing: SQLite transactions are serialised anyway."""
-    if connection.vendor != "postgresql" or not connection.in_atomic_block:
-        return
-    connection.ensure_connection()
-    from psycopg.pq import TransactionStatus
-
-    if connection.connection.info.transaction_status == TransactionStatus.IDLE:
-        with connection.cursor() as cursor:
-            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
 
 
 # --- Writers -------------------------------------------------------------------------------------
@@ -306,8 +250,8 @@ class _HashedFile:
 
 
 class _QrelsWriter:
-    """Qrels lines through :func:`qrels.formats.write_qrels` (which checks every id) into a
-    hashed file, counting lines per label. Callers append (topic id, doc id, label) to
+    """Qrels lines into a hashed file, counting lines per label, every id checked as
+    :func:`qrels.formats.write_qrels` checks it. Callers append (topic id, doc id, label) to
     ``rows`` (or call :meth:`add`) and flush now and then."""
 
     def __init__(
@@ -331,17 +275,42 @@ class _QrelsWriter:
             self.flush()
 
     def flush(self) -> None:
-        if self.rows:
-            self.labels.update(map(itemgetter(2), self.rows))
-            lines = _Lines()
-            write_qrels(self.rows, lines)
-            self.file.extend(lines.parts)
-            self.rows.clear()
+        rows = self.rows
+        if not rows:
+            return
+        self.labels.update(map(itemgetter(2), rows))
+        lines = [f"{topic_id} 0 {doc_id} {label}\n" for topic_id, doc_id, label in rows]
+        if not _plainly_valid(lines, rows):
+            out = _Lines()
+            write_qrels(rows, out)  # raises ValueError naming the id that would not read back
+            lines = out.parts
+        self.file.extend(lines)
+        rows.clear()
 
     def close(self, root: Path, description: str) -> BundleFile:
         self.flush()
         labels = {str(label): self.labels[label] for label in sorted(self.labels)}
         return self.file.close(root, description, labels)
+
+
+def _plainly_valid(lines: list[str], rows: list[tuple[str, str, int]]) -> bool:
+    """Whether every id of ``rows`` (written as ``lines``) passes
+    :func:`campaigns.textfiles.check_id` for certain, checked on the whole block at once: no
+    id is empty (no line starts with a space, no two spaces meet) or longer than
+    MAX_ID_LENGTH, and no id holds a space, a newline or anything else unprintable. When not,
+    :func:`qrels.formats.write_qrels` checks the ids one by one (and names the bad one)."""
+    text = "".join(lines)
+    n = len(rows)
+    return (
+        text.count("\n") == n
+        and text.count(" ") == 3 * n
+        and "  " not in text
+        and "\n " not in text
+        and not text.startswith(" ")
+        and text.replace("\n", "").isprintable()
+        and max(map(len, map(itemgetter(0), rows))) <= MAX_ID_LENGTH
+        and max(map(len, map(itemgetter(1), rows))) <= MAX_ID_LENGTH
+    )
 
 
 class _Lines:
@@ -370,323 +339,6 @@ class _HashingStream:
         flush = getattr(self.target, "flush", None)
         if flush is not None:
             flush()
-
-
-# --- Sidecar rows --------------------------------------------------------------------------------
-
-
-def _safe(text: str) -> str:
-    """Spreadsheet-safe TSV cell from COPY-escaped text: one ' in front when the raw value
-    starts with = + - @ ' tab or carriage return (escaped, those two begin \\t and \\r)."""
-    first = text[:1]
-    if first in RISKY_FIRST or (first == "\\" and text[1:2] in ("t", "r")):
-        return "'" + text
-    return text
-
-
-def decode_cell(cell: str) -> str:
-    """A TSV text cell back to its value: undo the escapes, then remove one leading quote."""
-    value = unescape(cell)
-    return value[1:] if value.startswith("'") else value
-
-
-def _neutralised_sql(expression: str) -> str:
-    """:func:`pooljudge.common.neutralise` in SQL, built from the same RISKY_FIRST."""
-    risky = ", ".join(f"chr({ord(first)})" for first in sorted(RISKY_FIRST))
-    return (
-        f"(CASE WHEN left({expression}, 1) IN ({risky}) THEN '''' || {expression} "
-        f"ELSE {expression} END)"
-    )
-
-
-# A sidecar row is ROW_COLUMNS (0-7), the raw note (8), then the 20 TSV cells (SIDECAR_COLUMNS)
-# exactly as they are written. On PostgreSQL the database writes the cells (neutralised text,
-# ISO times, flags as 1/0, COPY escapes) and they reach the file untouched.
-NOTE = len(ROW_COLUMNS)
-HEAD = NOTE + 1
-
-
-def _json_string_sql(expression: str) -> str:
-    """A JSON string literal: quoted as is when nothing needs escaping, else by to_json."""
-    return (
-        f"(CASE WHEN {expression} ~ '[\"\\\\\\x01-\\x1f]' THEN to_json({expression})::text "
-        f"ELSE '\"' || {expression} || '\"' END)"
-    )
-
-
-def _json_sql(c: dict[str, str]) -> str:
-    """The JSON line of :func:`sidecar_json`, written by PostgreSQL (byte for byte, tested)."""
-
-    def number(expression: str) -> str:
-        return f"COALESCE(({expression})::text, 'null')"
-
-    def real(expression: str) -> str:
-        return (
-            f"(CASE WHEN {expression} IS NULL OR {expression} IN ('NaN'::float8, "
-            f"'Infinity'::float8, '-Infinity'::float8) THEN 'null' ELSE ({expression})::text END)"
-        )
-
-    def flag(expression: str) -> str:
-        return f"(CASE WHEN {expression} THEN 'true' ELSE 'false' END)"
-
-    served = timestamp_sql("j.served_at")
-    parts = [
-        ("topic", _json_string_sql("t.topic_id")),
-        ("docid", _json_string_sql("j.doc_id")),
-        ("label", "j.label"),
-        ("assessor", _json_string_sql(c["assessor"])),
-        ("source", "'\"' || j.source || '\"'"),
-        (
-            "iteration",
-            f"(CASE WHEN j.iteration = '' THEN 'null' ELSE {_json_string_sql('j.iteration')} END)",
-        ),
-        ("rubric_version", number(c["rubric_version"])),
-        ("revisions", "j.version"),
-        ("position", number("j.position")),
-        ("served_at", f"COALESCE('\"' || {served} || '\"', 'null')"),
-        ("first_judged_at", "'\"' || " + timestamp_sql("j.first_judged_at") + " || '\"'"),
-        ("judged_at", "'\"' || " + timestamp_sql("j.judged_at") + " || '\"'"),
-        ("seconds_on_screen", real("j.seconds_on_screen")),
-        ("active_seconds", real("j.active_seconds")),
-        ("pool", number(c["pool"])),
-        ("stratum", number(c["stratum"])),
-        ("inclusion_probability", real(c["inclusion_probability"])),
-        ("unreadable", flag("j.unreadable")),
-        ("unsure", flag("j.unsure")),
-        ("note", "(CASE WHEN j.note = '' THEN '\"\"' ELSE to_json(j.note)::text END)"),
-    ]
-    arguments = []
-    for i, (name, expression) in enumerate(parts):
-        arguments.append("'" + ("{" if i == 0 else ", ") + '"' + name + "\": '")
-        arguments.append(expression)
-    arguments.append("'}'")
-    return "concat(" + ", ".join(arguments) + ")"
-
-
-def _sidecar_sql(c: dict[str, str]) -> list[str]:
-    return [
-        "j.note",
-        _neutralised_sql("t.topic_id"),
-        _neutralised_sql("j.doc_id"),
-        "j.label",
-        _neutralised_sql(c["assessor"]),
-        "j.source",
-        _neutralised_sql("j.iteration"),
-        c["rubric_version"],
-        "j.version",
-        "j.position",
-        timestamp_sql("j.served_at"),
-        timestamp_sql("j.first_judged_at"),
-        timestamp_sql("j.judged_at"),
-        "j.seconds_on_screen",
-        "j.active_seconds",
-        c["pool"],
-        c["stratum"],
-        c["inclusion_probability"],
-        "j.unreadable::int",
-        "j.unsure::int",
-        _neutralised_sql("j.note"),
-        _json_sql(c),
-    ]
-
-
-def _sidecar_raw(c: dict[str, str]) -> list[str]:
-    """The raw values from which :func:`tsv_cells` makes the cells in Python."""
-    return [
-        "j.note",
-        "j.source",
-        "j.iteration",
-        c["rubric_version"],
-        "j.version",
-        "j.position",
-        "j.served_at",
-        "j.judged_at",
-        "j.seconds_on_screen",
-        "j.active_seconds",
-        c["stratum"],
-        c["inclusion_probability"],
-        "j.unreadable",
-        "j.unsure",
-    ]
-
-
-_RAW_CONVERTERS = (
-    *ROW_CONVERTERS,
-    as_text,
-    as_text,
-    as_text,
-    as_int,
-    as_int,
-    as_int,
-    as_timestamp,
-    as_timestamp,
-    as_float,
-    as_float,
-    as_int,
-    as_float,
-    as_flag,
-    as_flag,
-)
-
-
-def tsv_cells(f: list[str]) -> list[str]:
-    """The 20 TSV cells from a raw row (ROW_COLUMNS, then the values of _sidecar_raw)."""
-    (topic, doc, label, _, _, first, pool, who, note) = f[:HEAD]
-    (source, iteration, rubric, revisions, position, served, judged) = f[HEAD : HEAD + 7]
-    (seconds, active, stratum, probability, unreadable, unsure) = f[HEAD + 7 :]
-    return [
-        _safe(topic),
-        _safe(doc),
-        label,
-        _safe(who),
-        source,
-        _safe(iteration),
-        rubric,
-        revisions,
-        position,
-        served,
-        first,
-        judged,
-        seconds,
-        active,
-        pool,
-        stratum,
-        probability,
-        unreadable,
-        unsure,
-        _safe(note),
-    ]
-
-
-_json_string = json.encoder.encode_basestring  # the C encoder json.dumps(ensure_ascii=False) uses
-_NOT_A_NUMBER = frozenset({"", "NaN", "Infinity", "-Infinity"})  # JSON has none of these
-_JSON_LINE = (
-    '{"topic": %s, "docid": %s, "label": %s, "assessor": %s, "source": "%s", '
-    '"iteration": %s, "rubric_version": %s, "revisions": %s, "position": %s, "served_at": %s, '
-    '"first_judged_at": "%s", "judged_at": "%s", "seconds_on_screen": %s, '
-    '"active_seconds": %s, "pool": %s, "stratum": %s, "inclusion_probability": %s, '
-    '"unreadable": %s, "unsure": %s, "note": %s}'
-)
-
-
-def _json_iteration(cell: str) -> str:
-    """The iteration as JSON from its TSV cell: null when empty, else the raw string."""
-    if not cell:
-        return "null"
-    value = decode_cell(cell) if ("\\" in cell or cell[0] == "'") else cell
-    return _json_string(value)
-
-
-def sidecar_json(head: list[str], cells: list[str]) -> str:
-    """The JSON line (no newline) of a sidecar row: raw strings, numbers, null, true/false."""
-    topic, doc, _, _, _, _, _, who, note = head
-    (
-        _,
-        _,
-        label,
-        _,
-        source,
-        iteration,
-        rubric,
-        revisions,
-        position,
-        served,
-        first,
-        judged,
-        seconds,
-        active,
-        pool,
-        stratum,
-        probability,
-        unreadable,
-        unsure,
-        _,
-    ) = cells
-    return _JSON_LINE % (
-        _json_string(unescape(topic) if "\\" in topic else topic),
-        _json_string(unescape(doc) if "\\" in doc else doc),
-        label,
-        _json_string(unescape(who) if "\\" in who else who),
-        source,
-        _json_iteration(iteration),
-        rubric or "null",
-        revisions,
-        position or "null",
-        '"' + served + '"' if served else "null",
-        first,
-        judged,
-        "null" if seconds in _NOT_A_NUMBER else seconds,
-        "null" if active in _NOT_A_NUMBER else active,
-        pool or "null",
-        stratum or "null",
-        "null" if probability in _NOT_A_NUMBER else probability,
-        "true" if unreadable == "1" else "false",
-        "true" if unsure == "1" else "false",
-        (_json_string(unescape(note) if "\\" in note else note) if note else '""'),
-    )
-
-
-def sidecar_batches(
-    s: Scope,
-    *,
-    usernames: bool = False,
-    pooled_unjudged: bool = False,
-    use_copy: bool | None = None,
-) -> Iterator[list[tuple[list[str], str, str]]]:
-    """Batches of (head, TSV line, JSON line), in qrels order: head is ROW_COLUMNS and the raw
-    note; the lines have no newline. Rows of pooled pairs nobody judged (``pooled_unjudged``)
-    have an empty label and empty lines.
-
-    On PostgreSQL (``use_copy``) the database writes both lines, in its parallel workers, and
-    COPY brings them; elsewhere the raw values are read and :func:`tsv_cells` and
-    :func:`sidecar_json` write the same bytes (tested)."""
-    if use_copy is None:
-        use_copy = connection.vendor == "postgresql"
-    if use_copy:
-        sql, params = judgment_rows_sql(
-            s, usernames=usernames, pooled_unjudged=pooled_unjudged, extra=_sidecar_sql
-        )
-        batches = stream_batches(sql, params, converters=(), maxsplit=HEAD, use_copy=True)
-        with planner_settings(work_mem="128MB", enable_nestloop="off"):
-            try:
-                for batch in batches:
-                    out = []
-                    for head in batch:
-                        tsv, _, jsonl = head.pop().rpartition("\t")
-                        if "\\" in jsonl:  # COPY doubled the backslashes of JSON escapes
-                            jsonl = unescape(jsonl)
-                        out.append((head, tsv, jsonl))
-                    yield out
-            finally:
-                batches.close()  # ends the COPY before the settings are restored
-        return
-    sql, params = judgment_rows_sql(
-        s, usernames=usernames, pooled_unjudged=pooled_unjudged, extra=_sidecar_raw
-    )
-    for batch in stream_batches(sql, params, converters=_RAW_CONVERTERS, use_copy=False):
-        out = []
-        for f in batch:
-            head = f[:HEAD]
-            if f[LABEL]:
-                cells = tsv_cells(f)
-                out.append((head, "\t".join(cells), sidecar_json(head, cells)))
-            else:
-                out.append((head, "", ""))
-        yield out
-
-
-def sidecar_rows(
-    s: Scope,
-    *,
-    usernames: bool = False,
-    pooled_unjudged: bool = False,
-    use_copy: bool | None = None,
-) -> Iterator[tuple[list[str], str, str]]:
-    """:func:`sidecar_batches` row by row."""
-    for batch in sidecar_batches(
-        s, usernames=usernames, pooled_unjudged=pooled_unjudged, use_copy=use_copy
-    ):
-        yield from batch
 
 
 # --- The bundle ----------------------------------------------------------------------------------
@@ -822,17 +474,13 @@ def _write_files(
     total = _judgment_count(s)
     progress(0, total, "reading judgments")
     background = _Background()
-    # The pass allocates a few short-lived lists and tuples per row and creates no reference
-    # cycles; the cyclic collector, triggered by the allocations, would rescan every live
-    # object again and again (measured: 3-4x slower). Reference counting frees everything.
-    collecting = gc.isenabled()
-    gc.disable()
     try:
         return _write_bundle(root, s, options, name, exported_at, progress, total, background)
     finally:
-        if collecting:
-            gc.enable()
         background.stop()
+
+
+_HEAD = itemgetter(0, 1, 2, 3, 4, 5, 6, 7)  # a SidecarRow's JudgmentRow fields
 
 
 def _write_bundle(
@@ -848,7 +496,7 @@ def _write_bundle(
     campaign = s.campaign
     tsv = _HashedFile(root / "judgments.tsv", lines=True, background=background)
     jsonl = _HashedFile(root / "judgments.jsonl", lines=True, background=background)
-    tsv.write("\t".join(SIDECAR_COLUMNS))
+    tsv.write(HEADER)
 
     # Tallies for the documentation, all small: per topic and per assessor, never per pair.
     verdicts_by_topic: dict[str, dict[int, int]] = {}
@@ -888,7 +536,14 @@ def _write_bundle(
     qrels_rows = qrels.rows if qrels is not None else None
     tally = [0, 0, 0]  # the current topic's judged, judged in pool, marked unjudged pairs
 
-    def finish_pair() -> None:
+    def finish_pair(
+        pair_topic: str,
+        pair_doc: str,
+        verdicts: list,
+        negatives: list[int],
+        pooled: bool,
+        tally: list[int],
+    ) -> None:
         topic_id = unescape(pair_topic) if "\\" in pair_topic else pair_topic
         doc_id = unescape(pair_doc) if "\\" in pair_doc else pair_doc
         if verdicts:
@@ -911,56 +566,53 @@ def _write_bundle(
             if qrels_rows is not None and (negatives or (write_unjudged and pooled)):
                 qrels_rows.append((topic_id, doc_id, unjudged_label(negatives)))
 
-    add_tsv, add_json = tsv.append, jsonl.append
     per_assessor = options.per_assessor
     counts: dict[int, int] = {}
-    for f, line, json_line in chain.from_iterable(batches):
-        topic, doc, label_text, assessor_id, pseudonym, first, pool, who, _ = f
-        if doc != pair_doc or topic != pair_topic:
-            if pair_topic is not None:
-                finish_pair()
-            if topic != pair_topic:
-                topic_key = unescape(topic)
-                counts = verdicts_by_topic.setdefault(topic_key, {})
-                tally = tallies.setdefault(topic_key, [0, 0, 0])
-            pair_topic, pair_doc = topic, doc
-            verdicts, negatives, pooled = [], [], False
-        if pool:
-            pooled = True
-        if not label_text:  # a pooled pair nobody judged: no judgment, no sidecar row
-            continue
-        add_tsv(line)
-        add_json(json_line)
-        label = int(label_text)
-        counts[label] = counts.get(label, 0) + 1
-        counted = by_assessor.get(who)
-        if counted is None:
-            counted = by_assessor[who] = [assessor_id, 0, 0]
-        counted[1] += 1
-        if label >= 0:
-            counted[2] += 1
-            verdicts.append((assessor_id, label, first, pseudonym))
-        else:
-            negatives.append(label)
-        if per_assessor:
-            writer = per_assessor_files.get(who)
-            if writer is None:
-                file_name = _file_name_for(unescape(who), taken_names)
-                writer = per_assessor_files[who] = _QrelsWriter(
-                    root / "qrels" / f"{file_name}.txt", keep_open=False, flush_lines=1024
-                )
-            if options.binary and label >= 0:
-                label = 1 if label >= threshold else 0
-            writer.add(unescape(topic), unescape(doc), label)
-        done += 1
-        if not done & 8191:
-            tsv.flush()
-            jsonl.flush()
-            if qrels is not None:
-                qrels.flush()
-            progress(done, total, "writing qrels and sidecar")
+    for batch in batches:
+        tsv_lines, json_lines = format_rows(batch)
+        tsv.extend(tsv_lines)
+        jsonl.extend(json_lines)
+        for topic, doc, label_text, assessor_id, pseudonym, first, pool, who in map(_HEAD, batch):
+            if doc != pair_doc or topic != pair_topic:
+                if pair_topic is not None:
+                    finish_pair(pair_topic, pair_doc, verdicts, negatives, pooled, tally)
+                if topic != pair_topic:
+                    topic_key = unescape(topic)
+                    counts = verdicts_by_topic.setdefault(topic_key, {})
+                    tally = tallies.setdefault(topic_key, [0, 0, 0])
+                pair_topic, pair_doc = topic, doc
+                verdicts, negatives, pooled = [], [], False
+            if pool:
+                pooled = True
+            if not label_text:  # a pooled pair nobody judged: no judgment, no sidecar row
+                continue
+            label = int(label_text)
+            counts[label] = counts.get(label, 0) + 1
+            counted = by_assessor.get(who)
+            if counted is None:
+                counted = by_assessor[who] = [assessor_id, 0, 0]
+            counted[1] += 1
+            if label >= 0:
+                counted[2] += 1
+                verdicts.append((assessor_id, label, first, pseudonym))
+            else:
+                negatives.append(label)
+            if per_assessor:
+                writer = per_assessor_files.get(who)
+                if writer is None:
+                    file_name = _file_name_for(unescape(who), taken_names)
+                    writer = per_assessor_files[who] = _QrelsWriter(
+                        root / "qrels" / f"{file_name}.txt", keep_open=False, flush_lines=1024
+                    )
+                if options.binary and label >= 0:
+                    label = 1 if label >= threshold else 0
+                writer.add(unescape(topic), unescape(doc), label)
+        done += len(tsv_lines)
+        if qrels is not None:
+            qrels.flush()
+        progress(done, total, "writing qrels and sidecar")
     if pair_topic is not None:
-        finish_pair()
+        finish_pair(pair_topic, pair_doc, verdicts, negatives, pooled, tally)
     judged = {topic: t[0] for topic, t in tallies.items() if t[0]}
     judged_in_pool = {topic: t[1] for topic, t in tallies.items() if t[1]}
     marked_unjudged = {topic: t[2] for topic, t in tallies.items() if t[2]}
@@ -1093,27 +745,6 @@ def _sample_eval_files(root: Path, pool: Pool) -> list[BundleFile]:
             )
         )
     return made
-
-
-def _sample_eval_readme(m: dict[str, Any], w: Callable[[str], None]) -> None:
-    if not any(f["path"] == "qrels.sample_eval.txt" for f in m["files"]):
-        return
-    w("### For NIST's sample_eval (stratified sampled pool)\n")
-    w("`qrels.sample_eval.txt`: `topic 0 docid stratum label`, every pair of the sampled pool,")
-    w("with the label of `qrels.txt` for the pairs drawn into the sample and -1 for the others")
-    w("(and for sampled pairs not judged yet: the estimate then treats the judged ones as the")
-    w("sample). Strata are numbered from 1 in the pool's definition. `sample_eval.pl` reads it")
-    w("as is and computes xinfAP and infNDCG (Yilmaz, Kanoulas & Aslam, SIGIR 2008):\n")
-    w("    perl sample_eval.pl -q qrels.sample_eval.txt RUN\n")
-    threshold = m["scale"]["relevance_threshold"]
-    if threshold > 1:
-        maps = " ".join(f"{label}=0" for label in range(1, threshold))
-        w("sample_eval counts labels above 0 relevant; this campaign counts labels from")
-        w(f"{threshold}: add `-G {maps}` (without `-q`, which the script cannot combine with")
-        w("it).\n")
-    w("`sample_eval_strata.tsv` gives, per topic and stratum, its ranks and nominal rate, how")
-    w("many pairs it pooled, sampled and has judged, and the inclusion probability of each of")
-    w("its pairs (sampled / pooled). Pooljudge's evaluation page gives the same figures.\n")
 
 
 def _file_entry(f: BundleFile) -> dict[str, Any]:
@@ -1475,50 +1106,22 @@ def _number(value: float | None, digits: int = 3) -> str:
 
 
 def render_readme(manifest: dict[str, Any]) -> str:
-    """The bundle's README.md, written from its campaign.json content alone."""
-    m = manifest
-    c = m["campaign"]
-    e = m["export"]
-    t = m["totals"]
-    out: list[str] = []
-    w = out.append
-    w(f"# {_md(c['title'])}: relevance judgments\n")
-    w(
-        f"Campaign `{c['slug']}`, exported {m['exported_at']} by Pooljudge "
-        f"{m['software']['version']} (bundle `{m['name']}`, format `{m['format']}`).\n"
-    )
-    if c["description"].strip():
-        w(_md_block(c["description"]) + "\n")
-    w("Read this before the qrels: the qrels parse anywhere, but what their integers mean, how")
-    w("deep the pools were and how complete the judgments are is written only here.\n")
+    """The bundle's README.md (templates/qrels/bundle_readme.md), written from its
+    campaign.json content alone."""
+    return render_to_string("qrels/bundle_readme.md", _readme_context(manifest))
 
-    w("## Files\n")
-    w("| File | What it holds | Lines | SHA-256 |")
-    w("| --- | --- | ---: | --- |")
-    for f in m["files"]:
-        w(f"| {_code(f['path'])} | {_md(f['description'])} | {f['lines']:,} | `{f['sha256']}` |")
-    w("| `README.md` | This documentation, for people. | | in `campaign.json` and `SHA256SUMS` |")
-    w(
-        "| `campaign.json` | This documentation for programs, with the SHA-256 of every file "
-        "above (README.md included). | | in `SHA256SUMS` |"
-    )
-    w("| `SHA256SUMS` | Checksums of every file: run `sha256sum -c SHA256SUMS` here. | | |\n")
 
-    w("## The qrels\n")
-    if e["per_assessor"]:
-        w("`qrels/<assessor>.txt`: one file per assessor, `topic 0 docid label`, with that")
-        w("assessor's own current verdicts (no policy combines them).")
-    else:
-        w("`qrels.txt`: `topic 0 docid label`, one line per (topic, document) pair, readable")
-        w(f"unchanged by trec_eval, pytrec_eval and ir_measures. Policy `{e['policy']}`:")
-        w(f"{e['policy_rule']}.")
-    w("Lines are sorted by topic id, then document id, in code-point order (`LC_ALL=C sort`);")
-    w("ids are exactly as imported (leading zeros kept).")
-    if e["unjudged"] == "-1":
-        w("Pooled pairs nobody labelled are written with label -1 (in the pool, not judged;")
-        w("unsampled entries of sampled pools included), the convention inferred measures need.")
-    else:
-        w("Pairs nobody labelled are absent. **Absence means not judged, not non-relevant.**")
+def _commas(value: int) -> str:
+    return f"{value:,}"
+
+
+def _readme_context(m: dict[str, Any]) -> dict[str, Any]:
+    """What the README template prints, every value from the campaign escaped as Markdown
+    (:func:`_md`, :func:`_code`) and every number formatted, so the template only lays out."""
+    c, e, t, scale = m["campaign"], m["export"], m["totals"], m["scale"]
+    screen = c.get("judging_screen")
+    agree = m["agreement"]
+    threshold = scale["relevance_threshold"]
     negative_lines = sum(
         count
         for f in m["files"]
@@ -1526,143 +1129,126 @@ def render_readme(manifest: dict[str, Any]) -> str:
         for label, count in f["labels"].items()
         if int(label) < 0
     )
-    if negative_lines:
-        w(f"The qrels hold {negative_lines:,} lines with a negative label.")
-    w(f"**Negative labels.** {m['scale']['negative_labels']}")
-    if e["binary"]:
-        w(f"Labels are binary: 1 for labels >= {m['scale']['relevance_threshold']}, else 0;")
-        w("negative labels kept.")
-    if any("original_id" in topic for topic in m["topics"]):
-        w("Topic ids are positions in the topic file (imported with positional ids, as")
-        w("Cranfield's qrels number its queries); each topic's own id in that file is its")
-        w("`original_id` in `campaign.json` and beside it in the table below.")
-    if not e["include_imported"]:
-        w("Imported judgments (earlier qrels) were left out.")
-    if e["pool"] is not None:
-        w(f"Only pairs in pool v{e['pool']} are included.")
-    w("")
-
-    scale = m["scale"]
-    w(f"## Label scale (rubric version {scale['rubric_version'] or '—'})\n")
-    w("| Label | Name | Meaning | Example |")
-    w("| ---: | --- | --- | --- |")
-    for label in scale["labels"]:
-        w(
-            f"| {label['value']} | {_md(label['name'])} | {_md(label['description'])} | "
-            f"{_md(label['example'])} |"
-        )
-    w("")
-    w(f"Relevant from label {scale['relevance_threshold']} (binary measures, the `binary`")
-    w("option, agreement overlap). Labels below 0 (imported qrels) are not on the scale: see")
-    w("**Negative labels** above.\n")
-    if len(m["rubric_history"]) > 1:
-        w("Rubric history (judgments record the version their assessor was shown):\n")
-        for version in m["rubric_history"]:
-            note = f" ({_md(version['note'])})" if version["note"] else ""
-            w(
-                f"- v{version['version']}, {version['created_at']}{note}: "
-                + "; ".join(_md(change) for change in version["changes"])
-            )
-        w("")
-
-    screen = c.get("judging_screen")
-    if screen:
-        w("## Judging screen\n")
-        w(
-            f"Topic breaks {'on' if screen['topic_breaks'] else 'off'}; query-term highlighting "
-            f"{'on' if screen['term_highlighting'] else 'off'} (as set at export time)."
-        )
-        if screen["term_highlighting"]:
-            w("Assessors saw the topic's title and description words marked in the documents,")
-            w("which can pull judgments towards documents that share the topic's words.")
-        w("")
-
-    w("## Pools\n")
-    if not m["pools"]:
-        w("No built pool: the judged pairs come from imported qrels or other sources.\n")
-    for pool in m["pools"]:
-        w(
-            f"- **Pool v{pool['version']}**: {_md(pool['description'])}; {len(pool['runs'])} runs "
-            f"contributed ({', '.join(_code(tag) for tag in pool['runs'][:30])}"
-            f"{' …' if len(pool['runs']) > 30 else ''}); {pool['size']:,} pairs over "
-            f"{pool['topics']} topics; seed {_md(pool['seed'])}; "
-            f"built {pool['built_at']} by Pooljudge {_md(pool['software_version'])}."
-        )
-    if m["pools"]:
-        w("")
-
-    w("## Completeness\n")
-    if t["pooled"]:
-        w(
-            f"{t['judged_in_pool']:,} of {t['pooled']:,} pooled pairs have a verdict "
-            f"({100 * t['fraction_judged']:.1f}% judged); {t['unjudged']:,} are unjudged."
-        )
-    w(
-        f"{t['judged']:,} pairs have at least one verdict, from {t['judgments']:,} judgments"
-        f" ({', '.join(f'label {k}: {v:,}' for k, v in t['verdicts'].items()) or 'none'}).\n"
-    )
-    w("| Topic | Pooled | Judged | Unjudged | Fraction judged | Verdicts by label |")
-    w("| --- | ---: | ---: | ---: | ---: | --- |")
-    for topic in m["topics"][:README_TOPIC_ROWS]:
-        fraction = topic["fraction_judged"]
-        original = f" (file: {_code(topic['original_id'])})" if "original_id" in topic else ""
-        w(
-            f"| {_code(topic['topic'])}{original} | {topic['pooled']:,} | {topic['judged']:,} | "
-            f"{topic['unjudged']:,} | {'—' if fraction is None else f'{100 * fraction:.1f}%'} | "
-            + (", ".join(f"{k}: {v:,}" for k, v in topic["verdicts"].items()) or "—")
-            + " |"
-        )
-    if len(m["topics"]) > README_TOPIC_ROWS:
-        w(f"\n… and {len(m['topics']) - README_TOPIC_ROWS:,} more topics in `campaign.json`.")
-    w("")
-
-    w("## Assessor agreement\n")
-    agree = m["agreement"]
-    if not agree:
-        w("No pair was judged by two people, so there is no agreement to report.\n")
-    else:
-        w("Between people, over the pairs both judged (imported qrels are not assessors here).")
-        w("Observed = share of identical labels; Cohen's kappa uses each assessor's label rates,")
-        w("pooled kappa one shared rate; weighted kappas give partial credit by label distance.\n")
-        w(
-            "| Assessors | n | Observed | Cohen's κ | Pooled κ | Weighted κ (linear) | "
-            "Weighted κ (quadratic) |"
-        )
-        w("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-        for pair in agree["pairs"]:
-            w(
-                f"| {_md(pair['a'])} / {_md(pair['b'])} | {pair['n']:,} | "
-                f"{_number(pair['observed'])} | {_number(pair['cohen_kappa'])} | "
-                f"{_number(pair['pooled_kappa'])} | {_number(pair['weighted_kappa_linear'])} | "
-                f"{_number(pair['weighted_kappa_quadratic'])} |"
-            )
-        w("")
-        for pair in agree["pairs"]:
-            if pair.get("statement"):
-                w(f"- {_md(pair['a'])} / {_md(pair['b'])}: {pair['statement']}")
-        w("95% bootstrap intervals and per-topic figures are in `campaign.json`.\n")
-
-    _sample_eval_readme(m, w)
-    w("## The sidecar (`judgments.tsv`, `judgments.jsonl`)\n")
-    w("One row per assessor judgment (current verdict), imported ones marked by `source`, with")
-    w("the `iteration` column of the qrels line they came from (empty for judgments made in")
-    w("Pooljudge); keys (`topic`, `docid`) join to the qrels. Columns:\n")
-    w("`" + "`, `".join(m["sidecar"]["columns"]) + "`.\n")
-    w(
-        "Assessors are named by a stable pseudonym"
-        + (" (here: by login, as asked)" if e["usernames"] else "")
-        + "; imported sources by the name given on import. Times are UTC ISO 8601 with Z;"
-    )
-    w("`revisions` counts the verdicts the assessor gave; `pool` is the latest pool version")
-    w("holding the pair; `stratum` and `inclusion_probability` are filled for sampled pools.\n")
-    w(f"**Spreadsheet safety.** {m['sidecar']['spreadsheet_safety']}\n")
-    w(f"**Escaping.** {m['sidecar']['escaping']}\n")
-
-    w("## Export options\n")
-    w("```")
-    w(json.dumps({k: e[k] for k in ExportOptions.__dataclass_fields__}, indent=2))
-    w("```")
-    return "\n".join(out) + "\n"
+    return {
+        "m": m,
+        "e": e,
+        "title": _md(c["title"]),
+        "description": _md_block(c["description"]) if c["description"].strip() else "",
+        "files": [
+            {
+                "path": _code(f["path"]),
+                "description": _md(f["description"]),
+                "lines": _commas(f["lines"]),
+                "sha256": f["sha256"],
+            }
+            for f in m["files"]
+        ],
+        "negative_lines": _commas(negative_lines) if negative_lines else "",
+        "positional": any("original_id" in topic for topic in m["topics"]),
+        "rubric_version": scale["rubric_version"] or "—",
+        "labels": [
+            {
+                "value": label["value"],
+                "name": _md(label["name"]),
+                "description": _md(label["description"]),
+                "example": _md(label["example"]),
+            }
+            for label in scale["labels"]
+        ],
+        "rubric_history": [
+            {
+                "version": version["version"],
+                "created_at": version["created_at"],
+                "note": f" ({_md(version['note'])})" if version["note"] else "",
+                "changes": "; ".join(_md(change) for change in version["changes"]),
+            }
+            for version in m["rubric_history"]
+        ]
+        if len(m["rubric_history"]) > 1
+        else [],
+        "screen": {
+            "topic_breaks": "on" if screen["topic_breaks"] else "off",
+            "term_highlighting": "on" if screen["term_highlighting"] else "off",
+            "highlighting": screen["term_highlighting"],
+        }
+        if screen
+        else None,
+        "pools": [
+            {
+                "version": pool["version"],
+                "description": _md(pool["description"]),
+                "run_count": len(pool["runs"]),
+                "runs": ", ".join(_code(tag) for tag in pool["runs"][:30]),
+                "more": " …" if len(pool["runs"]) > 30 else "",
+                "size": _commas(pool["size"]),
+                "topics": pool["topics"],
+                "seed": _md(pool["seed"]),
+                "built_at": pool["built_at"],
+                "software": _md(pool["software_version"]),
+            }
+            for pool in m["pools"]
+        ],
+        "t": {
+            "pooled": _commas(t["pooled"]) if t["pooled"] else "",
+            "judged_in_pool": _commas(t["judged_in_pool"]),
+            "fraction": f"{100 * t['fraction_judged']:.1f}" if t["pooled"] else "",
+            "unjudged": _commas(t["unjudged"]),
+            "judged": _commas(t["judged"]),
+            "judgments": _commas(t["judgments"]),
+            "verdicts": ", ".join(f"label {k}: {v:,}" for k, v in t["verdicts"].items()) or "none",
+        },
+        "topics": [
+            {
+                "topic": _code(topic["topic"]),
+                "original": f" (file: {_code(topic['original_id'])})"
+                if "original_id" in topic
+                else "",
+                "pooled": _commas(topic["pooled"]),
+                "judged": _commas(topic["judged"]),
+                "unjudged": _commas(topic["unjudged"]),
+                "fraction": "—"
+                if topic["fraction_judged"] is None
+                else f"{100 * topic['fraction_judged']:.1f}%",
+                "verdicts": ", ".join(f"{k}: {v:,}" for k, v in topic["verdicts"].items()) or "—",
+            }
+            for topic in m["topics"][:README_TOPIC_ROWS]
+        ],
+        "more_topics": _commas(len(m["topics"]) - README_TOPIC_ROWS)
+        if len(m["topics"]) > README_TOPIC_ROWS
+        else "",
+        "agreement": {
+            "pairs": [
+                {
+                    "a": _md(pair["a"]),
+                    "b": _md(pair["b"]),
+                    "n": _commas(pair["n"]),
+                    **{
+                        key: _number(pair[key])
+                        for key in (
+                            "observed",
+                            "cohen_kappa",
+                            "pooled_kappa",
+                            "weighted_kappa_linear",
+                            "weighted_kappa_quadratic",
+                        )
+                    },
+                }
+                for pair in agree["pairs"]
+            ],
+            "statements": [
+                f"{_md(pair['a'])} / {_md(pair['b'])}: {pair['statement']}"
+                for pair in agree["pairs"]
+                if pair.get("statement")
+            ],
+        }
+        if agree
+        else None,
+        "sample_eval": {"maps": " ".join(f"{label}=0" for label in range(1, threshold))}
+        if any(f["path"] == "qrels.sample_eval.txt" for f in m["files"])
+        else None,
+        "columns": "`, `".join(m["sidecar"]["columns"]),
+        "options": json.dumps({k: e[k] for k in ExportOptions.__dataclass_fields__}, indent=2),
+    }
 
 
 # --- Exports stored in the database --------------------------------------------------------------
@@ -1757,5 +1343,6 @@ __all__ = [
     "export_bundle",
     "neutralise",
     "render_readme",
+    "sidecar_rows",
     "use_snapshot",
 ]

@@ -5,7 +5,6 @@ from typing import Any
 from django import forms
 
 from campaigns.models import Campaign
-from pooling.models import Pool
 from qrels.policies import POLICIES, default_policy
 
 POLICY_HELP = {
@@ -65,8 +64,7 @@ class ExportForm(forms.Form):
         ]
         self.fields["policy"].required = False
         self.pools = {
-            str(pool.version): pool
-            for pool in campaign.pools.filter(status=Pool.Status.BUILT).order_by("-version")
+            str(pool.version): pool for pool in campaign.pools.built().order_by("-version")
         }
         self.fields["pool"].choices = [("", "All built pools")] + [
             (version, f"v{version} · {pool.describe()}") for version, pool in self.pools.items()

@@ -13,7 +13,8 @@ from pooling.models import Pool
 from qrels.evaluation import MEASURES
 from qrels.formats import CONFLICT_POLICIES
 from qrels.policies import POLICIES, default_policy
-from qrels.runscores import QrelsSource, judging_assessors
+from qrels.queries import judging_assessors
+from qrels.runscores import QrelsSource
 from qrels.sampled import DEFAULT_MEASURES
 
 YES_NO = [("yes", "Included"), ("no", "Left out")]
@@ -93,8 +94,7 @@ class QrelsSourceForm(forms.Form):
         self.fields["source"].choices = choices
         self.fields["policy"].choices = policy_choices(campaign)
         self.pools = {
-            str(pool.version): pool
-            for pool in campaign.pools.filter(status=Pool.Status.BUILT).order_by("-version")
+            str(pool.version): pool for pool in campaign.pools.built().order_by("-version")
         }
         self.fields["pool"].choices = [("", "Every judged pair")] + [
             (version, f"Pool v{version} only · {pool.describe()}")
@@ -158,8 +158,7 @@ class PoolBiasForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.campaign = campaign
         self.pools = {
-            str(pool.version): pool
-            for pool in campaign.pools.filter(status=Pool.Status.BUILT).order_by("-version")
+            str(pool.version): pool for pool in campaign.pools.built().order_by("-version")
         }
         self.fields["pool"].choices = [
             (version, f"v{version} · {pool.describe()} · {pool.runs.count()} runs")

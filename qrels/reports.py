@@ -1,16 +1,13 @@
-"""The organiser's reports: assessor agreement, run evaluation, ranking stability and pool bias.
+"""The reports as values: what the agreement, evaluation, ranking-stability and pool-bias pages
+show and what their downloads hold.
 
-Every view starts from ``get_campaign_for`` (organisers only; anyone else gets a 404). The
-figures come from qrels.runscores (which calls the tested pure functions of qrels.agreement and
-qrels.evaluation); the views choose options, render, and serve the same figures as CSV and JSON.
+Each report is a frozen dataclass that writes its own downloads: ``to_csv()`` (one table, cells
+made safe for a spreadsheet) and ``to_json()`` (everything); ``to_dict()`` is the JSON-safe form
+a report job stores on its row, and ``from_dict()`` reads it back, so a page shows a report
+computed while it loads and one computed by a job the same way.
 
-Size decides how a report is computed: a campaign whose current runs hold at most
-``runscores.DIRECT_LIMIT`` ranked documents is scored while the page loads (well under a second);
-a bigger one is scored by a background job (``qrels.tasks.report_task``) started with a button,
-its progress shown on the page, and its result kept on the job row and shown again for as long
-as nothing it read has changed (``runscores.fingerprint``). A report against an uploaded qrels
-file always runs as a job: the file is stored with the campaign's uploads, and the job's page
-(``?job=<id>``) shows and downloads the result.
+Computed by qrels.agreement_data (from the judgments) and qrels.runscores (by scoring the runs).
+Nothing here reads the database or loads a numerical library: the view modules import it.
 """
 
 from __future__ import annotations
@@ -18,66 +15,20 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import dataclass, field
-from typing import Any
-from urllib.parse import urlencode
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
-from django.contrib.auth.decorators import login_required
-from django.db import transaction
-from django.db.models import Count
-from django.http import Http404, HttpRequest, HttpResponse, QueryDict
-from django.shortcuts import redirect, render
-from django.urls import reverse
-from django.utils.http import content_disposition_header
-from django.views.decorators.http import require_GET, require_http_methods
-from django_htmx.http import HttpResponseClientRefresh
-
-from campaigns import jobs
-from campaigns.access import get_campaign_for
-from campaigns.models import Assessor, Campaign, Job, Judgment, Upload
-from campaigns.uploads import UploadRefused, store_upload, upload_refusals
-from pooling.models import Pool
 from pooljudge.common import neutralise
-from qrels import agreement, report_plots, runscores
-from qrels.evaluation import MEASURES
-from qrels.policies import PolicyConflict, default_policy
-from qrels.report_forms import (
-    AgreementForm,
-    EvaluationForm,
-    MeasureForm,
-    PoolBiasForm,
-    QrelsSourceForm,
-    UploadForm,
-)
-from qrels.tasks import REPORT_KIND, report_task
 
-UPLOAD_KIND = "report_qrels"
-SHOWN_PROBLEMS = 50
-# Seed 000 (Manning, Raghavan and Schuetze): above 0.8 good, 0.67 to 0.8 fair, below dubious.
-KAPPA_GOOD, KAPPA_FAIR = 0.8, 0.67
-# Seed 003: a double-digit share of a run's top 10 unjudged needs a caveat.
-UNJUDGED_WARNING = 0.10
+if TYPE_CHECKING:
+    from qrels.agreement import GroupAgreement, PairAgreement
 
 
-def kappa_band(value: float | None) -> str:
-    if value is None:
-        return "none"
-    if value > KAPPA_GOOD:
-        return "good"
-    if value >= KAPPA_FAIR:
-        return "fair"
-    return "dubious"
-
-
-def _download(content: str, *, name: str, kind: str) -> HttpResponse:
-    types = {"csv": "text/csv; charset=utf-8", "json": "application/json"}
-    response = HttpResponse(content, content_type=types[kind])
-    response["Content-Disposition"] = content_disposition_header(True, name)
-    response["Cache-Control"] = "private, no-store"
-    return response
-
-
-def _csv(header: list[str], rows: list[list[Any]]) -> str:
+def csv_text(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A CSV download: floats to six decimals, None as an empty cell, text neutralised
+    (a cell a spreadsheet would run as a formula starts with a quote)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(header)
@@ -94,940 +45,623 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def _json(data: Any) -> str:
+def json_text(data: Any) -> str:
     return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
 
 
-def _query(request: HttpRequest, **changes: str | None) -> str:
-    """The current query string with ``changes`` (None removes a key), for links."""
-    query: QueryDict = request.GET.copy()
-    for key, value in changes.items():
-        if value is None:
-            query.pop(key, None)
-        else:
-            query[key] = value
-    encoded = query.urlencode()
-    return f"?{encoded}" if encoded else ""
-
-
-def _base(campaign: Campaign, page: str) -> dict[str, Any]:
-    return {"campaign": campaign, "report_page": page}
-
-
-# --- Index ---------------------------------------------------------------------------------------
-
-
-@login_required
-@require_GET
-def reports_index(request: HttpRequest, slug: str) -> HttpResponse:
-    campaign = get_campaign_for(request, slug)
-    assessors = runscores.judging_assessors(campaign)
-    overlap = (
-        Judgment.objects.filter(campaign=campaign, label__gte=0)
-        .values("topic_id", "doc_id")
-        .annotate(n=Count("pk"))
-        .filter(n__gte=2)
-        .count()
-    )
-    pools = list(campaign.pools.filter(status=Pool.Status.BUILT).order_by("-version"))
-    context = {
-        **_base(campaign, "index"),
-        "assessors": assessors,
-        "people": sum(1 for a in assessors if a.kind == Assessor.Kind.PERSON),
-        "overlap": overlap,
-        "runs": campaign.runs.current().count(),
-        "ranked": runscores.ranked_documents(campaign),
-        "direct_limit": runscores.DIRECT_LIMIT,
-        "verdicts": Judgment.objects.filter(campaign=campaign, label__gte=0).count(),
-        "pools": pools,
-    }
-    return render(request, "qrels/reports/index.html", context)
+def computed_now() -> str:
+    """A report's ``computed_at``: UTC to the second, ``2026-01-31T12:00:00Z``."""
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 # --- Agreement -----------------------------------------------------------------------------------
 
-
-def _agreement_csv(data: runscores.AgreementData) -> str:
-    header = [
-        "assessor_a",
-        "assessor_b",
-        "topic",
-        "n",
-        "observed",
-        "cohen_kappa",
-        "pooled_kappa",
-        "weighted_kappa_linear",
-        "weighted_kappa_quadratic",
-        "relevant_overlap",
-        "small_n",
-        "negative",
-        "identical",
-    ]
-    rows = []
-    for pair in data.pairs:
-        for topic, result in [("all", pair), *pair.per_topic.items()]:
-            f = runscores.pair_figures(result)
-            rows.append(
-                [
-                    pair.a,
-                    pair.b,
-                    topic,
-                    f["n"],
-                    f["observed"],
-                    f["cohen_kappa"],
-                    f["pooled_kappa"],
-                    f["weighted_kappa_linear"],
-                    f["weighted_kappa_quadratic"],
-                    f["relevant_overlap"],
-                    int(f["small_n"]),
-                    f["negative"],
-                    f["identical"],
-                ]
-            )
-    return _csv(header, rows)
+AGREEMENT_COLUMNS = (
+    "assessor_a",
+    "assessor_b",
+    "topic",
+    "n",
+    "observed",
+    "cohen_kappa",
+    "pooled_kappa",
+    "weighted_kappa_linear",
+    "weighted_kappa_quadratic",
+    "relevant_overlap",
+    "small_n",
+    "negative",
+    "identical",
+)
 
 
-@login_required
-@require_GET
-def agreement_page(request: HttpRequest, slug: str) -> HttpResponse:
-    """The kappa matrix of the chosen assessors (graded or binary) and the group statistics;
-    ``?format=csv`` (every pair, overall and per topic) or ``json`` (everything, with the
-    confusion matrices and bootstrap intervals)."""
-    campaign = get_campaign_for(request, slug)
-    form = AgreementForm(request.GET or None, campaign=campaign)
-    valid = not form.is_bound or form.is_valid()
-    chosen = form.chosen() if valid else []
-    binary = form.binary() if valid else False
-    fmt = request.GET.get("format")
-    if fmt in ("csv", "json") and valid:
-        data = runscores.agreement_data(
-            campaign=campaign, assessors=chosen, binary=binary, bootstrap=runscores.BOOTSTRAP
-        )
-        suffix = "-binary" if binary else ""
-        if fmt == "json":
-            return _download(
-                _json(runscores.agreement_json(data)),
-                name=f"{campaign.slug}-agreement{suffix}.json",
-                kind="json",
-            )
-        return _download(
-            _agreement_csv(data), name=f"{campaign.slug}-agreement{suffix}.csv", kind="csv"
-        )
-    data = runscores.agreement_data(campaign=campaign, assessors=chosen, binary=binary)
-    pks = {a.name: a.pk for a in form.known}
-    by_pair = {}
-    for pair in data.pairs:
-        by_pair[(pair.a, pair.b)] = by_pair[(pair.b, pair.a)] = pair
-    labels_param = "binary" if binary else "graded"
-    matrix = []
-    for name in data.assessors:
-        cells = []
-        for other in data.assessors:
-            pair = by_pair.get((name, other))
-            cells.append(
-                {
-                    "self": name == other,
-                    "other": other,
-                    "pair": pair,
-                    "band": kappa_band(pair.cohen_kappa) if pair else "none",
-                    "url": (
-                        reverse("qrels:agreement_pair", args=[slug, pks[name], pks[other]])
-                        + f"?labels={labels_param}"
-                    ),
-                }
-            )
-        matrix.append({"name": name, "kind": data.kinds.get(name), "cells": cells})
-    pair_rows = [
-        {
-            "pair": pair,
-            "band": kappa_band(pair.cohen_kappa),
-            "url": reverse("qrels:agreement_pair", args=[slug, pks[pair.a], pks[pair.b]])
-            + f"?labels={labels_param}",
-        }
-        for pair in data.pairs
-    ]
-    context = {
-        **_base(campaign, "agreement"),
-        "form": form,
-        "data": data,
-        "matrix": matrix,
-        "pair_rows": pair_rows,
-        "small_n": agreement.SMALL_N,
-        "small_pairs": sum(1 for pair in data.pairs if pair.small_n),
-        "negative_pairs": [pair for pair in data.pairs if pair.negative],
-        "graded_scale": len(data.scale) > 2,
-        "csv_url": _query(request, format="csv"),
-        "json_url": _query(request, format="json"),
-    }
-    return render(request, "qrels/reports/agreement.html", context, status=200 if valid else 400)
-
-
-@login_required
-@require_GET
-def agreement_pair(request: HttpRequest, slug: str, a: int, b: int) -> HttpResponse:
-    """Two assessors: their confusion matrix as a heat map, every kappa with its bootstrap
-    interval, the relevant-set overlap, and the same per topic."""
-    campaign = get_campaign_for(request, slug)
-    found = dict(
-        Assessor.objects.filter(campaign=campaign, pk__in=[a, b]).values_list("pk", "name")
-    )
-    if a == b or len(found) != 2:
-        raise Http404("No such pair of assessors.")
-    name_a, name_b = found[a], found[b]
-    binary = request.GET.get("labels") == "binary"
-    try:
-        data = runscores.agreement_data(
-            campaign=campaign,
-            assessors=[name_a, name_b],
-            binary=binary,
-            bootstrap=runscores.BOOTSTRAP,
-        )
-    except ValueError:  # one of them has no judgment yet: nothing in common
-        data = runscores.agreement_data(campaign=campaign, assessors=[], binary=binary)
-    pair = data.pairs[0] if data.pairs else None
-    suffix = f"{campaign.slug}-agreement-{a}-{b}{'-binary' if binary else ''}"
-    fmt = request.GET.get("format")
-    if fmt == "json":
-        return _download(_json(runscores.agreement_json(data)), name=f"{suffix}.json", kind="json")
-    if fmt == "csv":
-        return _download(_agreement_csv(data), name=f"{suffix}.csv", kind="csv")
-    rubric = campaign.current_rubric()
-    names = {label.value: label.name for label in rubric.labels.all()} if rubric else {}
-    if binary:
-        names = {0: "not relevant", 1: "relevant"}
-    context = {
-        **_base(campaign, "agreement"),
-        "a": {"pk": a, "name": name_a},
-        "b": {"pk": b, "name": name_b},
-        "pair": pair,
-        "binary": binary,
-        "data": data,
-        "graded_scale": len(data.scale) > 2,
-        "band": kappa_band(pair.cohen_kappa) if pair else "none",
-        "small_n": agreement.SMALL_N,
-        "label_names": [(label, names.get(label, "")) for label in data.labels],
-        "heatmap": (
-            report_plots.confusion_heatmap(
-                pair.confusion, pair.labels, a=name_a, b=name_b, names=names
-            )
-            if pair
-            else None
-        ),
-        "figures": _pair_figures(pair, graded=not binary and len(data.labels) > 2) if pair else [],
-        "topics": _topic_rows(campaign, pair) if pair else [],
-        "confusion_rows": [
-            {
-                "label": label,
-                "name": names.get(label, ""),
-                "cells": [{"count": c, "agree": i == j} for j, c in enumerate(row)],
-                "total": sum(row),
-            }
-            for i, (label, row) in enumerate(zip(pair.labels, pair.confusion, strict=True))
-        ]
-        if pair
-        else [],
-        "column_totals": [sum(column) for column in zip(*pair.confusion, strict=True)]
-        if pair
-        else [],
-        "csv_url": _query(request, format="csv"),
-        "json_url": _query(request, format="json"),
-        "bootstrap": runscores.BOOTSTRAP,
-    }
-    return render(request, "qrels/reports/agreement_pair.html", context)
-
-
-FIGURES = [
-    (
-        "observed",
-        "Observed agreement",
-        "Share of the common pairs given the same label.",
-    ),
-    (
-        "cohen_kappa",
-        "Cohen's kappa",
-        "Agreement beyond chance, chance from each assessor's own label rates.",
-    ),
-    (
-        "pooled_kappa",
-        "Kappa, pooled marginals",
-        "The textbook's kappa (Manning et al. 8.5, Scott's pi): chance from one label rate "
-        "shared by both assessors, so a difference in their rates counts as disagreement.",
-    ),
-    (
-        "weighted_kappa_linear",
-        "Weighted kappa, linear",
-        "Partial credit for near misses: disagreement weighted by the distance between labels.",
-    ),
-    (
-        "weighted_kappa_quadratic",
-        "Weighted kappa, quadratic",
-        "As linear, weighted by the squared distance: far misses cost more.",
-    ),
-    (
-        "relevant_overlap",
-        "Relevant-set overlap",
-        "|A and B| / |A or B| of the pairs each called relevant (Voorhees' overlap).",
-    ),
-]
-
-
-def _pair_figures(pair: agreement.PairAgreement, *, graded: bool) -> list[dict[str, Any]]:
-    rows = []
-    for key, title, help_text in FIGURES:
-        if key.startswith("weighted") and not graded:
-            continue
-        ci = pair.ci.get(key)
-        rows.append(
-            {
-                "key": key,
-                "title": title,
-                "help": help_text,
-                "value": getattr(pair, key),
-                "low": ci[0] if ci else None,
-                "high": ci[1] if ci else None,
-                "band": kappa_band(getattr(pair, key)) if "kappa" in key else "",
-            }
-        )
-    return rows
-
-
-def _topic_rows(campaign: Campaign, pair: agreement.PairAgreement) -> list[dict[str, Any]]:
-    titles = dict(campaign.topics.values_list("topic_id", "title"))
-    return [
-        {
-            "topic": topic,
-            "title": titles.get(topic, ""),
-            "result": result,
-            "band": kappa_band(result.cohen_kappa),
-            "ci": result.ci.get("cohen_kappa"),
-            "agree": sum(result.confusion[i][i] for i in range(len(result.labels))),
-        }
-        for topic, result in pair.per_topic.items()
-    ]
-
-
-# --- Reports computed from runs: directly or as a job ---------------------------------------------
-
-
-@dataclass
-class Outcome:
-    """What a report page has to show: the report, or the job computing it, or why not."""
-
-    report: dict[str, Any] | None = None
-    job: Job | None = None
-    error: str = ""
-    problems: list[str] = field(default_factory=list)
-    more: int = 0
-    pending: bool = False  # big campaign, not computed for these options yet
-    direct: bool = True
-    size: int = 0
-    limit: int = runscores.DIRECT_LIMIT
-
-
-def _key(report: str, options: dict[str, Any]) -> str:
-    return json.dumps({"report": report, "options": options}, sort_keys=True)
-
-
-def _from_job(job: Job, outcome: Outcome) -> Outcome:
-    outcome.job = job
-    outcome.direct = False
-    if job.status == Job.Status.DONE:
-        outcome.report = (job.result or {}).get("report")
-    elif job.is_final:
-        outcome.error = job.error or f"The report job ended {job.status}."
-        outcome.problems = (job.result or {}).get("problems", [])
-        outcome.more = (job.result or {}).get("more", 0)
-    return outcome
-
-
-def _job_from_query(request: HttpRequest, campaign: Campaign, report: str) -> Job | None:
-    raw = request.GET.get("job")
-    if not raw:
-        return None
-    if not raw.isdigit():
-        raise Http404("No such report.")
-    job = campaign.jobs.filter(pk=int(raw), kind=REPORT_KIND, params__report=report).first()
-    if job is None:
-        raise Http404("No such report.")
-    return job
-
-
-def _outcome(
-    request: HttpRequest, campaign: Campaign, report: str, options: dict[str, Any]
-) -> Outcome:
-    size = runscores.ranked_documents(campaign)
-    outcome = Outcome(size=size)
-    job = _job_from_query(request, campaign, report)
-    if job is not None:
-        return _from_job(job, outcome)
-    if size <= runscores.DIRECT_LIMIT:
-        try:
-            outcome.report = runscores.run_report(campaign=campaign, report=report, options=options)
-        except PolicyConflict as exc:
-            count = len(exc.conflicts)
-            outcome.error = (
-                f"Policy refuse: assessors disagree on {count:,} pair"
-                f"{'s' if count != 1 else ''}. Choose another policy."
-            )
-            outcome.problems = exc.lines(SHOWN_PROBLEMS)
-            outcome.more = max(0, count - SHOWN_PROBLEMS)
-        except ValueError as exc:
-            outcome.error = str(exc)
-        return outcome
-    outcome.direct = False
-    related = campaign.jobs.filter(
-        kind=REPORT_KIND,
-        params__key=_key(report, options),
-        params__fingerprint=runscores.fingerprint(campaign),
-    )
-    active = related.active().first()
-    if active is not None:
-        return _from_job(active, outcome)
-    done = related.filter(status=Job.Status.DONE).first()
-    if done is not None:
-        return _from_job(done, outcome)
-    outcome.pending = True
-    return outcome
-
-
-def _enqueue(
-    request: HttpRequest,
-    campaign: Campaign,
-    report: str,
-    options: dict[str, Any],
-    *,
-    describe: str,
-    uploads: dict[str, Upload] | None = None,
-    on_conflict: str = "refuse",
-) -> Job:
-    uploads = uploads or {}
-    with transaction.atomic():
-        job = jobs.enqueue(
-            kind=REPORT_KIND,
-            task=report_task,
-            campaign=campaign,
-            params={
-                "report": report,
-                "options": options,
-                "key": _key(report, options),
-                "fingerprint": runscores.fingerprint(campaign),
-                "uploads": {key: upload.pk for key, upload in uploads.items()},
-                "on_conflict": on_conflict,
-                "files": [describe],
-            },
-            user=request.user,
-        )
-        Upload.objects.filter(pk__in=[u.pk for u in uploads.values()]).update(job=job)
-    return job
-
-
-def _read_upload(request: HttpRequest, campaign: Campaign) -> tuple[UploadForm, Any, list[str]]:
-    """(form, (upload, None) or None, problems): the uploaded qrels file stored for the job,
-    which parses it (a big file would outlast the request); a bad line fails the job, whose page
-    lists every problem with its line number."""
-    form = UploadForm(request.POST, request.FILES)
-    refusals = upload_refusals(request)
-    if refusals or not form.is_valid():
-        return form, None, refusals
-    file = form.cleaned_data["qrels"]
-    try:
-        upload = store_upload(campaign=campaign, kind=UPLOAD_KIND, file=file, user=request.user)
-    except UploadRefused as exc:
-        form.add_error("qrels", str(exc))
-        return form, None, []
-    return form, (upload, None), []
-
-
-def _upload_source(upload: Upload) -> runscores.QrelsSource:
-    return runscores.QrelsSource(
-        kind="upload", upload_name=upload.name, upload_sha256=upload.sha256
-    )
-
-
-def _page_url(name: str, slug: str, **query: Any) -> str:
-    url = reverse(name, args=[slug])
-    query = {key: value for key, value in query.items() if value not in (None, "")}
-    return url + (f"?{urlencode(query)}" if query else "")
-
-
-@login_required
-@require_GET
-def report_job_status(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    """Polled while a report job runs: nothing (204) until it is final, then a page refresh."""
-    campaign = get_campaign_for(request, slug)
-    job = campaign.jobs.filter(pk=pk, kind=REPORT_KIND).first()
-    if job is None:
-        raise Http404("No such job.")
-    if not request.htmx:
-        return redirect("campaigns:job", slug=slug, pk=pk)
-    if not job.is_final:
-        return HttpResponse(status=204)
-    return HttpResponseClientRefresh()
-
-
-# --- Evaluation ----------------------------------------------------------------------------------
-
-
-def _evaluation_downloads(report: dict[str, Any], fmt: str, slug: str) -> HttpResponse | None:
-    measures = report["measures"]
-    if fmt == "json":
-        return _download(
-            _json(runscores.explicit_report(report)),
-            name=f"{slug}-evaluation.json",
-            kind="json",
-        )
-    if fmt == "csv":
-        rows = [
-            [row["run"], int(row["contributor"]), row["topics_answered"]]
-            + [row["mean"][m] for m in measures]
-            + [row["unjudged_at_10"]]
-            for row in runscores.ranked(report["runs"], measures[0])
-        ]
-        header = ["run", "contributor", "topics_returned", *measures, "unjudged@10"]
-        return _download(_csv(header, rows), name=f"{slug}-evaluation.csv", kind="csv")
-    if fmt == "topics.csv":
-        rows = []
-        for row in report["runs"]:
-            for topic in report["topics"]:
-                values = row["per_topic"].get(topic)
-                rows.append([row["run"], topic, *(values or [None] * len(measures))])
-        header = ["run", "topic", *measures]
-        return _download(_csv(header, rows), name=f"{slug}-evaluation-topics.csv", kind="csv")
-    return None
-
-
-def _evaluation_context(
-    request: HttpRequest, campaign: Campaign, form: EvaluationForm, outcome: Outcome
-) -> dict[str, Any]:
-    report = outcome.report
-    context: dict[str, Any] = {
-        **_base(campaign, "evaluation"),
-        "form": form,
-        "upload_form": UploadForm(),
-        "outcome": outcome,
-        "report": report,
-        "runs_count": campaign.runs.current().count(),
-        "unjudged_warning": UNJUDGED_WARNING,
-    }
-    if not report:
-        return context
-    sort = form.sort_measure() if form.is_valid() else MEASURES[0]
-    if sort not in report["measures"]:
-        sort = report["measures"][0]
-    measures = report["measures"]
-    run_pks = dict(campaign.runs.current().values_list("tag", "pk"))
-    carry = _query(request, format=None)
-    rows = []
-    for rank, row in enumerate(runscores.ranked(report["runs"], sort), start=1):
-        rows.append(
-            {
-                "rank": rank,
-                "run": row["run"],
-                "contributor": row["contributor"],
-                "values": [row["mean"][m] for m in measures],
-                # 95 % intervals of the inferred measures, None for the others
-                "values_intervals": [
-                    (row["mean"][m], row.get("intervals", {}).get(m)) for m in measures
-                ],
-                "unjudged": row["unjudged_at_10"],
-                "warn": row["unjudged_at_10"] >= UNJUDGED_WARNING,
-                "topics": row["topics_answered"],
-                "url": (
-                    reverse("qrels:evaluation_run", args=[campaign.slug, run_pks[row["run"]]])
-                    + carry
-                    if row["run"] in run_pks
-                    else ""
-                ),
-            }
-        )
-    context.update(
-        {
-            "sort": sort,
-            "measures": measures,
-            "sort_links": [(m, _query(request, sort=m, format=None)) for m in measures],
-            "rows": rows,
-            "outsiders": sum(1 for r in rows if not r["contributor"]),
-            "warned": sum(1 for r in rows if r["warn"]),
-            "downloads": [
-                ("CSV: means", _query(request, format="csv")),
-                ("CSV: per topic", _query(request, format="topics.csv")),
-                ("JSON: everything", _query(request, format="json")),
-            ],
-        }
-    )
-    return context
-
-
-@login_required
-@require_http_methods(["GET", "POST"])
-def evaluation_page(request: HttpRequest, slug: str) -> HttpResponse:
-    """Every current run scored against the chosen qrels: means and Unjudged@10, sortable by
-    any measure; ``?format=csv|topics.csv|json``. POST: compute as a job (big campaigns) or
-    score against an uploaded qrels file."""
-    campaign = get_campaign_for(request, slug)
-    if request.method == "POST":
-        return _evaluation_post(request, campaign)
-    form = EvaluationForm(request.GET or None, campaign=campaign)
-    if form.is_bound and not form.is_valid():
-        context = _evaluation_context(request, campaign, form, Outcome())
-        return render(request, "qrels/reports/evaluation.html", context, status=400)
-    options = {"source": form.qrels_source().as_params()}
-    outcome = _outcome(request, campaign, "evaluation", options)
-    fmt = request.GET.get("format")
-    if fmt:
-        response = _evaluation_downloads(outcome.report, fmt, slug) if outcome.report else None
-        if response is None:
-            raise Http404("Nothing to download: the report is not computed.")
-        return response
-    context = _evaluation_context(request, campaign, form, outcome)
-    return render(request, "qrels/reports/evaluation.html", context)
-
-
-def _evaluation_post(request: HttpRequest, campaign: Campaign) -> HttpResponse:
-    slug = campaign.slug
-    form = EvaluationForm(request.POST, campaign=campaign)
-    form.is_valid()
-    if request.POST.get("action") == "upload":
-        upload_form, parsed, problems = _read_upload(request, campaign)
-        if parsed is None:
-            context = _evaluation_context(request, campaign, form, Outcome())
-            context["upload_form"] = upload_form
-            context["upload_problems"] = problems
-            return render(request, "qrels/reports/evaluation.html", context, status=400)
-        upload, _qrels = parsed
-        source = _upload_source(upload)
-        job = _enqueue(
-            request,
-            campaign,
-            "evaluation",
-            {"source": source.as_params()},
-            describe=f"evaluation against {upload.name}",
-            uploads={"source": upload},
-            on_conflict=upload_form.conflict_policy(),
-        )
-        return redirect(_page_url("qrels:evaluation", slug, job=job.pk))
-    source = form.qrels_source()
-    options = {"source": source.as_params()}
-    describe = f"evaluation: {source.describe(campaign)}"
-    _enqueue(request, campaign, "evaluation", options, describe=describe)
-    return redirect(
-        _page_url(
-            "qrels:evaluation",
-            slug,
-            **{name: request.POST.get(name) for name in ("source", "policy", "imported", "pool")},
-        )
-    )
-
-
-@login_required
-@require_GET
-def evaluation_run(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    """One run's per-topic scores under the same qrels as the evaluation page it came from."""
-    campaign = get_campaign_for(request, slug)
-    run = campaign.runs.filter(pk=pk).first()
-    if run is None:
-        raise Http404("No such run.")
-    form = EvaluationForm(request.GET or None, campaign=campaign)
-    if form.is_bound and not form.is_valid():
-        raise Http404("No such report.")
-    options = {"source": form.qrels_source().as_params()}
-    outcome = _outcome(request, campaign, "evaluation", options)
-    report = outcome.report
-    topics = runscores.run_topics(report, run.tag) if report else None
-    if report and topics is None:
-        raise Http404("This run is not in the report (it was replaced by a newer import).")
-    sort = form.sort_measure() if form.is_bound else MEASURES[0]
-    context: dict[str, Any] = {
-        **_base(campaign, "evaluation"),
-        "run": run,
-        "outcome": outcome,
-        "report": report,
-        "back": reverse("qrels:evaluation", args=[slug]) + _query(request, format=None),
-    }
-    if report:
-        row = next(r for r in report["runs"] if r["run"] == run.tag)
-        measures = report["measures"]
-        if sort not in measures:
-            sort = measures[0]
-        titles = dict(campaign.topics.values_list("topic_id", "title"))
-        index = measures.index(sort)
-        context.update(
-            {
-                "row": row,
-                "measures": measures,
-                "sort": sort,
-                "means": [row["mean"][m] for m in measures],
-                "head": [(m, row["mean"][m]) for m in measures[:3]],
-                "topic_rows": [
-                    {
-                        "topic": t["topic"],
-                        "title": titles.get(t["topic"], ""),
-                        "values": [t["values"][m] for m in measures] if t["values"] else None,
-                    }
-                    for t in topics
-                ],
-                "measure_links": [(m, _query(request, sort=m)) for m in measures[:-1]],
-                "bars": report_plots.topic_bars(
-                    [(t["topic"], t["values"][sort] if t["values"] else None) for t in topics],
-                    measure=sort,
-                    mean=row["mean"][sort],
-                ),
-                "missing": sum(1 for t in topics if t["values"] is None),
-                "bar_index": index,
-            }
-        )
-    return render(request, "qrels/reports/evaluation_run.html", context)
-
-
-# --- Ranking stability ---------------------------------------------------------------------------
-
-
-def _stability_forms(
-    data, campaign: Campaign
-) -> tuple[MeasureForm, QrelsSourceForm, QrelsSourceForm]:
-    """The measure and the two qrels. Defaults: two people's own judgments on the topics both
-    have (assessor against assessor) when two people judged anything; otherwise the default
-    policy against majority (or max when majority is the default)."""
-    people = [a.pk for a in runscores.judging_assessors(campaign) if a.kind == Assessor.Kind.PERSON]
-    first_initial: dict[str, str] = {}
-    second_initial: dict[str, str] = {}
-    if len(people) >= 2:
-        first_initial["source"] = f"assessor-{people[0]}"
-        second_initial["source"] = f"assessor-{people[1]}"
-    else:
-        default = default_policy(campaign)
-        second_initial["policy"] = "majority" if default != "majority" else "max"
-    measure = MeasureForm(data)
-    first = QrelsSourceForm(data, campaign=campaign, prefix="a", initial=first_initial)
-    second = QrelsSourceForm(data, campaign=campaign, prefix="b", initial=second_initial)
-    for form in (measure, first, second):
-        if form.is_bound:
-            form.is_valid()
-    return measure, first, second
-
-
-@login_required
-@require_http_methods(["GET", "POST"])
-def stability_page(request: HttpRequest, slug: str) -> HttpResponse:
-    """The ordering of the runs by one measure under two qrels, Kendall's tau and the swapped
-    pairs, and a bump chart; ``?format=csv|json``. POST: compute as a job, or compare the first
-    qrels with an uploaded file."""
-    campaign = get_campaign_for(request, slug)
-    data = request.POST if request.method == "POST" else (request.GET or None)
-    measure_form, first_form, second_form = _stability_forms(data, campaign)
-    invalid = any(f.is_bound and f.errors for f in (measure_form, first_form, second_form))
-    first, second = first_form.qrels_source(), second_form.qrels_source()
-    measure = measure_form.measure_name()
-    common = measure_form.common_topics()
-    options = {
-        "first": first.as_params(),
-        "second": second.as_params(),
-        "measure": measure,
-        "common_topics": common,
-    }
-    keep = {
-        key: value
-        for form in (first_form, second_form, measure_form)
-        if form.is_bound
-        for key, value in form.data.items()
-        if key.startswith(("a-", "b-")) or key in ("measure", "common")
-    }
-    upload_form, upload_problems = UploadForm(), []
-    if request.method == "POST" and not invalid:
-        if request.POST.get("action") == "upload":
-            upload_form, parsed, upload_problems = _read_upload(request, campaign)
-            if parsed is not None:
-                upload, _ = parsed
-                options["second"] = _upload_source(upload).as_params()
-                job = _enqueue(
-                    request,
-                    campaign,
-                    "stability",
-                    options,
-                    describe=f"ranking stability against {upload.name}",
-                    uploads={"second": upload},
-                    on_conflict=upload_form.conflict_policy(),
-                )
-                return redirect(_page_url("qrels:stability", slug, job=job.pk))
-        else:
-            _enqueue(
-                request,
-                campaign,
-                "stability",
-                options,
-                describe=f"ranking stability by {measure}",
-            )
-            return redirect(_page_url("qrels:stability", slug, **keep))
-    outcome = (
-        Outcome()
-        if invalid or upload_problems
-        else _outcome(request, campaign, "stability", options)
-    )
-    report = outcome.report
-    fmt = request.GET.get("format") if request.method == "GET" else None
-    if fmt:
-        if not report or fmt not in ("csv", "json"):
-            raise Http404("Nothing to download: the report is not computed.")
-        if fmt == "json":
-            return _download(_json(report), name=f"{slug}-stability.json", kind="json")
-        rows = [
-            [r["run"], r["first"], r["second"], r["rank_first"], r["rank_second"]]
-            for r in report["runs"]
-        ]
-        header = ["run", f"{report['measure']}_first", f"{report['measure']}_second"]
-        header += ["rank_first", "rank_second"]
-        return _download(_csv(header, rows), name=f"{slug}-stability.csv", kind="csv")
-    context: dict[str, Any] = {
-        **_base(campaign, "stability"),
-        "measure_form": measure_form,
-        "first_form": first_form,
-        "second_form": second_form,
-        "upload_form": upload_form,
-        "upload_problems": upload_problems,
-        "keep": keep,
-        "outcome": outcome,
-        "report": report,
-        "runs_count": campaign.runs.current().count(),
-    }
-    if report:
-        first_label = _side_label(report["qrels"]["first"]["description"], "A")
-        second_label = _side_label(report["qrels"]["second"]["description"], "B")
-        context.update(
-            {
-                "first_label": first_label,
-                "second_label": second_label,
-                "bump": report_plots.bump_chart(
-                    [
-                        report_plots.Bump(
-                            r["run"], r["rank_first"], r["rank_second"], r["first"], r["second"]
-                        )
-                        for r in report["runs"]
-                    ],
-                    first="A",
-                    second="B",
-                    measure=report["measure"],
-                ),
-                "rows": [
-                    {**r, "delta": r["rank_first"] - r["rank_second"]} for r in report["runs"]
-                ],
-                "moved": sum(1 for r in report["runs"] if r["rank_first"] != r["rank_second"]),
-                "mean_change": _mean_change(report["runs"]),
-                "shown_swaps": report["swapped_pairs"][:SHOWN_PROBLEMS],
-                "downloads": [
-                    ("CSV", _query(request, format="csv")),
-                    ("JSON", _query(request, format="json")),
-                ],
-            }
-        )
-    status = 400 if invalid or upload_problems or upload_form.errors else 200
-    return render(request, "qrels/reports/stability.html", context, status=status)
-
-
-def _side_label(description: str, fallback: str) -> str:
-    return description or fallback
-
-
-def _mean_change(rows: list[dict[str, Any]]) -> dict[str, float] | None:
-    if not rows:
-        return None
-    absolute = [abs(r["second"] - r["first"]) for r in rows]
-    relative = [abs(r["second"] - r["first"]) / r["first"] for r in rows if r["first"]]
+def pair_figures(pair: PairAgreement) -> dict[str, Any]:
+    """The figures of two assessors (overall or on one topic), JSON-safe."""
     return {
-        "absolute": sum(absolute) / len(absolute),
-        "relative": sum(relative) / len(relative) if relative else None,
+        "n": pair.n,
+        "negative": pair.negative,
+        "identical": pair.identical,
+        "observed": pair.observed,
+        "cohen_kappa": pair.cohen_kappa,
+        "pooled_kappa": pair.pooled_kappa,
+        "weighted_kappa_linear": pair.weighted_kappa_linear,
+        "weighted_kappa_quadratic": pair.weighted_kappa_quadratic,
+        "relevant_overlap": pair.relevant_overlap,
+        "small_n": pair.small_n,
     }
 
 
-# --- Pool bias -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AgreementReport:
+    """Pairwise agreement between assessors and, when three or more overlap, the group
+    statistics: everything the agreement pages and command show, from one reading of the
+    judgments (qrels.agreement_data.agreement_data)."""
 
+    assessors: tuple[str, ...]
+    labels: tuple[int, ...]  # the scale the statistics use (0/1 when binary)
+    scale: tuple[int, ...]  # the campaign's scale
+    threshold: int
+    binary: bool
+    pairs: tuple[PairAgreement, ...]
+    group: GroupAgreement | None
+    kinds: dict[str, str]
+    small_n: int  # fewer common pairs than this: the figures are flagged as unstable
+    computed_at: str
 
-@login_required
-@require_http_methods(["GET", "POST"])
-def pool_bias_page(request: HttpRequest, slug: str) -> HttpResponse:
-    """Leave-one-out for each run that built the chosen pool, and every run's unjudged share
-    at 10 and at the pool depth; ``?format=csv|json``. POST: compute as a job."""
-    campaign = get_campaign_for(request, slug)
-    data = request.POST if request.method == "POST" else (request.GET or None)
-    form = PoolBiasForm(data, campaign=campaign)
-    invalid = form.is_bound and not form.is_valid()
-    options = form.options() if not invalid else {}
-    if request.method == "POST" and not invalid and options.get("pool"):
-        _enqueue(
-            request,
-            campaign,
-            "pool_bias",
-            options,
-            describe=f"pool bias of pool v{options['pool']} ({options['measure']})",
-        )
-        query = {k: request.POST.get(k) for k in ("pool", "measure", "policy", "imported")}
-        return redirect(_page_url("qrels:pool_bias", slug, **query))
-    outcome = (
-        _outcome(request, campaign, "pool_bias", options) if options.get("pool") else Outcome()
-    )
-    report = outcome.report
-    fmt = request.GET.get("format")
-    if fmt:
-        if not report or fmt not in ("csv", "json"):
-            raise Http404("Nothing to download: the report is not computed.")
-        if fmt == "json":
-            return _download(_json(report), name=f"{slug}-pool-bias.json", kind="json")
-        header = [
-            "run",
-            "contributor",
-            report["measure"],
-            "rank",
-            f"{report['measure']}_leave_one_out",
-            "drop",
-            "rank_leave_one_out",
-            "removed_entries",
-            "removed_relevant",
-            "unjudged@10",
-            f"unjudged@{report['depth']}" if report["depth"] else "unjudged@depth",
+    @property
+    def graded(self) -> bool:
+        return len(self.labels) > 2
+
+    def to_csv(self) -> str:
+        """Every pair of assessors, overall ("all") and per topic, one figure a column."""
+        rows = []
+        for pair in self.pairs:
+            for topic, result in [("all", pair), *pair.per_topic.items()]:
+                f = pair_figures(result)
+                rows.append(
+                    [pair.a, pair.b, topic]
+                    + [f[column] for column in AGREEMENT_COLUMNS[3:10]]
+                    + [int(f["small_n"]), f["negative"], f["identical"]]
+                )
+        return csv_text(AGREEMENT_COLUMNS, rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything, JSON-safe: per pair the figures, the confusion matrix, the 95% intervals
+        and the per-topic figures; the group statistics."""
+        pairs = [
+            {
+                "a": pair.a,
+                "b": pair.b,
+                **pair_figures(pair),
+                "labels": pair.labels,
+                "confusion": pair.confusion,
+                "negative_cells": [list(cell) for cell in pair.negative_cells],
+                "ci95": {key: list(value) for key, value in pair.ci.items()},
+                "per_topic": {
+                    topic: {
+                        **pair_figures(r),
+                        "confusion": r.confusion,
+                        "ci95": {key: list(value) for key, value in r.ci.items()},
+                    }
+                    for topic, r in pair.per_topic.items()
+                },
+            }
+            for pair in self.pairs
         ]
+        group = None
+        if self.group is not None:
+            g = self.group
+            group = {
+                "assessors": g.assessors,
+                "items": g.n_items,
+                "fleiss_kappa": g.fleiss_kappa,
+                "fleiss_items": g.fleiss_items,
+                "fleiss_raters": g.fleiss_raters,
+                "alpha_nominal": g.alpha_nominal,
+                "alpha_ordinal": g.alpha_ordinal,
+            }
+        return {
+            "report": "agreement",
+            "assessors": [
+                {"name": name, "kind": self.kinds.get(name, "")} for name in self.assessors
+            ],
+            "scale": list(self.scale),
+            "labels": list(self.labels),
+            "binary": self.binary,
+            "threshold": self.threshold,
+            "small_n_below": self.small_n,
+            "pairs": pairs,
+            "group": group,
+            "computed_at": self.computed_at,
+        }
+
+    def to_json(self) -> str:
+        return json_text(self.to_dict())
+
+
+# --- Reports computed from the runs --------------------------------------------------------------
+
+# Seed 003: a double-digit share of a run's top 10 unjudged needs a caveat.
+UNJUDGED_WARNING = 0.10
+
+
+@dataclass(frozen=True)
+class QrelsFacts:
+    """The qrels a report was computed against, and what they hold."""
+
+    source: dict[str, Any]  # runscores.QrelsSource.as_params()
+    description: str
+    topics: int
+    entries: int
+    verdicts: int  # label >= 0
+    relevant: int  # label >= the threshold
+    unjudged: int  # pooled but unjudged (label < 0)
+    # The evaluation report's only: qrels topics the campaign lacks (every run scores 0 there).
+    topics_not_in_campaign: tuple[str, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {
+            "source": self.source,
+            "description": self.description,
+            "topics": self.topics,
+            "entries": self.entries,
+            "verdicts": self.verdicts,
+            "relevant": self.relevant,
+            "unjudged": self.unjudged,
+        }
+        if self.topics_not_in_campaign is not None:
+            data["topics_not_in_campaign"] = list(self.topics_not_in_campaign)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> QrelsFacts:
+        missing = data.get("topics_not_in_campaign")
+        return cls(
+            **{key: data[key] for key in ("source", "description", "topics", "entries")},
+            **{key: data[key] for key in ("verdicts", "relevant", "unjudged")},
+            topics_not_in_campaign=None if missing is None else tuple(missing),
+        )
+
+
+@dataclass(frozen=True)
+class PoolFacts:
+    """What seed 002's reporting practice asks to state about a pool: strategy, depth, how many
+    runs built it, and how many of its pairs have a verdict in the report's qrels."""
+
+    version: int
+    description: str
+    strategy: str
+    depth: int | None
+    per_run_depths: bool
+    runs: tuple[str, ...]
+    size: int
+    judged: int
+    judged_share: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "runs": list(self.runs)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PoolFacts:
+        return cls(**{**data, "runs": tuple(data["runs"])})
+
+
+@dataclass(frozen=True)
+class JudgedAtTen:
+    """The share of a run's top 10 with a verdict: its mean over the runs and the lowest."""
+
+    mean: float | None
+    lowest: float | None
+
+
+@dataclass(frozen=True)
+class InferredNotes:
+    """Why a report on a sampled pool's pairs shows inferred measures, and a warning for infAP
+    on strata sampled at different rates (both empty where they do not apply)."""
+
+    pool: int
+    why: str
+    warning: str
+
+
+@dataclass(frozen=True)
+class EvaluationRow:
+    """One run: its means, its unjudged share of the top 10, its values per topic (in the
+    report's ``measures`` order) and, for the inferred measures, their 95 % intervals."""
+
+    run: str
+    contributor: bool  # built one of the report's pools
+    mean: dict[str, float]
+    unjudged_at_10: float
+    topics_answered: int
+    per_topic: dict[str, list[float]]
+    intervals: dict[str, list[float] | None] | None = None
+
+    @property
+    def warn(self) -> bool:
+        return self.unjudged_at_10 >= UNJUDGED_WARNING
+
+    def to_dict(self, measures: Sequence[str] | None = None) -> dict[str, Any]:
+        """JSON-safe; with ``measures``, per-topic values keyed by measure name."""
+        data: dict[str, Any] = {
+            "run": self.run,
+            "contributor": self.contributor,
+            "mean": self.mean,
+            "unjudged_at_10": self.unjudged_at_10,
+            "topics_answered": self.topics_answered,
+        }
+        if self.intervals is not None:
+            data["intervals"] = self.intervals
+        data["per_topic"] = (
+            self.per_topic
+            if measures is None
+            else {
+                topic: dict(zip(measures, values, strict=True))
+                for topic, values in self.per_topic.items()
+            }
+        )
+        return data
+
+
+@dataclass(frozen=True)
+class EvaluationReport:
+    """Every current run scored against one qrels (qrels.runscores.evaluation_report)."""
+
+    campaign: str
+    qrels: QrelsFacts
+    threshold: int
+    measures: tuple[str, ...]
+    topics: tuple[str, ...]  # the qrels topics, in the campaign's order: means are over them
+    pools: tuple[PoolFacts, ...]
+    judged_at_10: JudgedAtTen
+    runs: tuple[EvaluationRow, ...]
+    inferred: InferredNotes | None  # on a sampled pool's pairs only
+    computed_at: str
+    seconds: float
+
+    kind = "evaluation"
+
+    def ranked(self, measure: str) -> list[EvaluationRow]:
+        """The runs best first by their mean ``measure``; equal means in run-name order (as
+        qrels.evaluation.rank_runs orders them)."""
+        return sorted(self.runs, key=lambda row: (-row.mean[measure], row.run))
+
+    def row(self, run: str) -> EvaluationRow | None:
+        return next((row for row in self.runs if row.run == run), None)
+
+    def run_topics(self, run: str) -> list[dict[str, Any]] | None:
+        """One run's per-topic rows, every qrels topic in order (a topic the run did not answer
+        has no values); None if the run is not in the report."""
+        row = self.row(run)
+        if row is None:
+            return None
+        return [
+            {
+                "topic": topic,
+                "values": (
+                    dict(zip(self.measures, row.per_topic[topic], strict=True))
+                    if topic in row.per_topic
+                    else None
+                ),
+            }
+            for topic in self.topics
+        ]
+
+    def to_dict(self, *, per_topic_by_measure: bool = False) -> dict[str, Any]:
+        """JSON-safe: what a report job stores (per-topic values as lists in ``measures``
+        order), or with ``per_topic_by_measure`` what the download and the command print."""
+        return {
+            "report": self.kind,
+            "campaign": self.campaign,
+            "qrels": self.qrels.to_dict(),
+            "threshold": self.threshold,
+            "measures": list(self.measures),
+            "topics": list(self.topics),
+            "pools": [pool.to_dict() for pool in self.pools],
+            "judged_at_10": dict(self.judged_at_10.__dict__),
+            "runs": [
+                row.to_dict(self.measures if per_topic_by_measure else None) for row in self.runs
+            ],
+            "inferred": None if self.inferred is None else dict(self.inferred.__dict__),
+            "computed_at": self.computed_at,
+            "seconds": self.seconds,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvaluationReport:
+        return cls(
+            campaign=data["campaign"],
+            qrels=QrelsFacts.from_dict(data["qrels"]),
+            threshold=data["threshold"],
+            measures=tuple(data["measures"]),
+            topics=tuple(data["topics"]),
+            pools=tuple(PoolFacts.from_dict(pool) for pool in data["pools"]),
+            judged_at_10=JudgedAtTen(**data["judged_at_10"]),
+            runs=tuple(EvaluationRow(**row) for row in data["runs"]),
+            inferred=InferredNotes(**data["inferred"]) if data.get("inferred") else None,
+            computed_at=data["computed_at"],
+            seconds=data["seconds"],
+        )
+
+    def to_json(self) -> str:
+        return json_text(self.to_dict(per_topic_by_measure=True))
+
+    def to_csv(self) -> str:
+        """The means, best run first by the first measure."""
+        header = ["run", "contributor", "topics_returned", *self.measures, "unjudged@10"]
+        rows = [
+            [row.run, int(row.contributor), row.topics_answered]
+            + [row.mean[m] for m in self.measures]
+            + [row.unjudged_at_10]
+            for row in self.ranked(self.measures[0])
+        ]
+        return csv_text(header, rows)
+
+    def topics_csv(self) -> str:
+        """Every run on every qrels topic (empty cells where it returned nothing)."""
+        rows = [
+            [row.run, topic, *(row.per_topic.get(topic) or [None] * len(self.measures))]
+            for row in self.runs
+            for topic in self.topics
+        ]
+        return csv_text(["run", "topic", *self.measures], rows)
+
+
+@dataclass(frozen=True)
+class StabilityRow:
+    run: str
+    first: float  # the mean under the first qrels
+    second: float
+    rank_first: int
+    rank_second: int
+
+    @property
+    def delta(self) -> int:
+        """Places gained under the second qrels (negative: lost)."""
+        return self.rank_first - self.rank_second
+
+
+@dataclass(frozen=True)
+class QrelsPair:
+    first: QrelsFacts
+    second: QrelsFacts
+
+
+@dataclass(frozen=True)
+class StabilityReport:
+    """The runs ordered by one measure under two qrels, Kendall's tau between the orders and
+    the pairs of runs that swap (qrels.runscores.stability_report)."""
+
+    campaign: str
+    measure: str
+    threshold: int
+    common_topics: bool
+    qrels: QrelsPair
+    topics: tuple[str, ...]
+    tau: float | None
+    swapped: int
+    pairs: int
+    swapped_pairs: tuple[tuple[str, str], ...]  # (above under the first, above under the second)
+    runs: tuple[StabilityRow, ...]  # in the order under the first qrels
+    computed_at: str
+    seconds: float
+
+    kind = "stability"
+
+    @property
+    def moved(self) -> int:
+        return sum(1 for row in self.runs if row.rank_first != row.rank_second)
+
+    @property
+    def mean_change(self) -> dict[str, float | None] | None:
+        """The mean absolute change of a run's score, and relative to its score under the
+        first qrels (runs scoring 0 there left out)."""
+        if not self.runs:
+            return None
+        absolute = [abs(r.second - r.first) for r in self.runs]
+        relative = [abs(r.second - r.first) / r.first for r in self.runs if r.first]
+        return {
+            "absolute": sum(absolute) / len(absolute),
+            "relative": sum(relative) / len(relative) if relative else None,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "report": self.kind,
+            "campaign": self.campaign,
+            "measure": self.measure,
+            "threshold": self.threshold,
+            "common_topics": self.common_topics,
+            "qrels": {"first": self.qrels.first.to_dict(), "second": self.qrels.second.to_dict()},
+            "topics": list(self.topics),
+            "tau": self.tau,
+            "swapped": self.swapped,
+            "pairs": self.pairs,
+            "swapped_pairs": [list(pair) for pair in self.swapped_pairs],
+            "runs": [row.__dict__ for row in self.runs],
+            "computed_at": self.computed_at,
+            "seconds": self.seconds,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StabilityReport:
+        return cls(
+            **{key: data[key] for key in ("campaign", "measure", "threshold", "common_topics")},
+            qrels=QrelsPair(
+                QrelsFacts.from_dict(data["qrels"]["first"]),
+                QrelsFacts.from_dict(data["qrels"]["second"]),
+            ),
+            topics=tuple(data["topics"]),
+            **{key: data[key] for key in ("tau", "swapped", "pairs")},
+            swapped_pairs=tuple((a, b) for a, b in data["swapped_pairs"]),
+            runs=tuple(StabilityRow(**row) for row in data["runs"]),
+            computed_at=data["computed_at"],
+            seconds=data["seconds"],
+        )
+
+    def to_json(self) -> str:
+        return json_text(self.to_dict())
+
+    def to_csv(self) -> str:
+        header = ["run", f"{self.measure}_first", f"{self.measure}_second"]
+        header += ["rank_first", "rank_second"]
+        rows = [[r.run, r.first, r.second, r.rank_first, r.rank_second] for r in self.runs]
+        return csv_text(header, rows)
+
+
+LEAVE_ONE_OUT_FIELDS = (
+    "score_loo",
+    "drop",
+    "relative_drop",
+    "rank_loo",
+    "rank_change",
+    "removed",
+    "removed_relevant",
+)
+
+
+@dataclass(frozen=True)
+class PoolBiasRow:
+    """One run: its score and rank on the full pool, its unjudged shares and, for a run that
+    built the pool (when the pool has a depth), the leave-one-out figures."""
+
+    run: str
+    contributor: bool
+    score: float
+    rank: int
+    unjudged_at_10: float
+    unjudged_at_depth: float | None
+    topics_answered: int
+    score_loo: float | None = None  # the leave-one-out figures: None for the other runs
+    drop: float | None = None
+    relative_drop: float | None = None
+    rank_loo: int | None = None
+    rank_change: int | None = None
+    removed: int | None = None
+    removed_relevant: int | None = None
+
+    @property
+    def left_out(self) -> bool:
+        return self.rank_loo is not None
+
+    @property
+    def warn(self) -> bool:
+        return self.unjudged_at_10 >= UNJUDGED_WARNING
+
+    @property
+    def warn_depth(self) -> bool:
+        return (self.unjudged_at_depth or 0) >= UNJUDGED_WARNING
+
+    @property
+    def drop_percent(self) -> float:
+        return 100 * (self.relative_drop or 0)
+
+    @property
+    def rise(self) -> float:
+        return -(self.drop or 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dict(self.__dict__)
+        if not self.left_out:  # a run without leave-one-out has no such keys (not nulls)
+            for key in LEAVE_ONE_OUT_FIELDS:
+                del data[key]
+        return data
+
+
+@dataclass(frozen=True)
+class UnjudgedMeans:
+    """The mean unjudged share of the top 10 of the runs that built a pool, and of the others
+    (None where there are none)."""
+
+    contributors: float | None
+    others: float | None
+
+
+@dataclass(frozen=True)
+class PoolBiasReport:
+    """Leave-one-out for each run that built a pool and every run's unjudged shares at 10 and
+    at the pool depth (qrels.runscores.pool_bias_report)."""
+
+    campaign: str
+    measure: str
+    threshold: int
+    pool: PoolFacts
+    qrels: QrelsFacts
+    depth: int | None
+    leave_one_out: bool
+    largest_drop: float | None
+    moved: int  # contributors whose rank changes when left out
+    mean_unjudged_at_10: UnjudgedMeans
+    runs: tuple[PoolBiasRow, ...]  # by score on the full pool
+    computed_at: str
+    seconds: float
+
+    kind = "pool_bias"
+
+    @property
+    def contributors(self) -> int:
+        return sum(1 for row in self.runs if row.contributor)
+
+    @property
+    def outsiders(self) -> int:
+        return sum(1 for row in self.runs if not row.contributor)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "report": self.kind,
+            "campaign": self.campaign,
+            "measure": self.measure,
+            "threshold": self.threshold,
+            "pool": self.pool.to_dict(),
+            "qrels": self.qrels.to_dict(),
+            "depth": self.depth,
+            "leave_one_out": self.leave_one_out,
+            "largest_drop": self.largest_drop,
+            "moved": self.moved,
+            "mean_unjudged_at_10": dict(self.mean_unjudged_at_10.__dict__),
+            "runs": [row.to_dict() for row in self.runs],
+            "computed_at": self.computed_at,
+            "seconds": self.seconds,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PoolBiasReport:
+        return cls(
+            **{key: data[key] for key in ("campaign", "measure", "threshold", "depth")},
+            pool=PoolFacts.from_dict(data["pool"]),
+            qrels=QrelsFacts.from_dict(data["qrels"]),
+            **{key: data[key] for key in ("leave_one_out", "largest_drop", "moved")},
+            mean_unjudged_at_10=UnjudgedMeans(**data["mean_unjudged_at_10"]),
+            runs=tuple(PoolBiasRow(**row) for row in data["runs"]),
+            computed_at=data["computed_at"],
+            seconds=data["seconds"],
+        )
+
+    def to_json(self) -> str:
+        return json_text(self.to_dict())
+
+    def to_csv(self) -> str:
+        depth = f"unjudged@{self.depth}" if self.depth else "unjudged@depth"
+        header = ["run", "contributor", self.measure, "rank"]
+        header += [f"{self.measure}_leave_one_out", "drop", "rank_leave_one_out"]
+        header += ["removed_entries", "removed_relevant", "unjudged@10", depth]
         rows = [
             [
-                r["run"],
-                int(r["contributor"]),
-                r["score"],
-                r["rank"],
-                r.get("score_loo"),
-                r.get("drop"),
-                r.get("rank_loo"),
-                r.get("removed"),
-                r.get("removed_relevant"),
-                r["unjudged_at_10"],
-                r["unjudged_at_depth"],
+                *(r.run, int(r.contributor), r.score, r.rank),
+                *(r.score_loo, r.drop, r.rank_loo, r.removed, r.removed_relevant),
+                *(r.unjudged_at_10, r.unjudged_at_depth),
             ]
-            for r in report["runs"]
+            for r in self.runs
         ]
-        return _download(_csv(header, rows), name=f"{slug}-pool-bias.csv", kind="csv")
-    context: dict[str, Any] = {
-        **_base(campaign, "pool_bias"),
-        "form": form,
-        "outcome": outcome,
-        "report": report,
-        "has_pools": bool(form.pools),
-        "unjudged_warning": UNJUDGED_WARNING,
-    }
-    if report:
-        context.update(
-            {
-                "rows": [
-                    {
-                        **r,
-                        "warn": r["unjudged_at_10"] >= UNJUDGED_WARNING,
-                        "warn_depth": (r["unjudged_at_depth"] or 0) >= UNJUDGED_WARNING,
-                        "drop_percent": 100 * (r.get("relative_drop") or 0),
-                        "rise": -(r.get("drop") or 0),
-                    }
-                    for r in report["runs"]
-                ],
-                "contributors": sum(1 for r in report["runs"] if r["contributor"]),
-                "outsiders": sum(1 for r in report["runs"] if not r["contributor"]),
-                "downloads": [
-                    ("CSV", _query(request, format="csv")),
-                    ("JSON", _query(request, format="json")),
-                ],
-            }
-        )
-    return render(request, "qrels/reports/pool_bias.html", context, status=400 if invalid else 200)
+        return csv_text(header, rows)
+
+
+RunReport = EvaluationReport | StabilityReport | PoolBiasReport
+RUN_REPORTS: dict[str, type[RunReport]] = {
+    "evaluation": EvaluationReport,
+    "stability": StabilityReport,
+    "pool_bias": PoolBiasReport,
+}
+
+
+def run_report_from_dict(data: dict[str, Any]) -> RunReport:
+    """A report a job stored (``to_dict()``), read back."""
+    return RUN_REPORTS[data["report"]].from_dict(data)

@@ -1,12 +1,9 @@
-"""The data behind the agreement and evaluation reports, read from the database, and the reports
-themselves as JSON-safe dicts that the pages, the downloads, the commands and the report job share.
+"""The reports computed by scoring the stored runs: evaluation, ranking stability and pool bias
+(each a qrels.reports dataclass), and :func:`compute_report`, the one entry point the pages, the
+report job and the commands share.
 
-Reading is built for speed, because a campaign of 150 runs x 1,000 documents x 200 topics is 30M
-(document, score) pairs: stored runs come from :class:`~pooling.models.RunTopic` rows through
-``values_list`` (no model instances), each topic's packed float64 scores are decoded with one
-``numpy.frombuffer``, and every run is scored by one reused pytrec_eval evaluator
-(:func:`qrels.evaluation.evaluate_runs`). Judgments for agreement come the same way, one
-``values_list`` over the campaign's current verdicts.
+The runs are read a batch at a time (qrels.queries.stored_run_batches) and every run is scored
+by one reused pytrec_eval evaluator (:func:`qrels.evaluation.evaluate_runs`).
 
 A report is computed against one :class:`QrelsSource`: the campaign's qrels under an export policy
 (qrels.policies), one assessor's own verdicts, or an uploaded qrels file. Campaign qrels are read
@@ -18,148 +15,40 @@ from __future__ import annotations
 
 import io
 import time
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
-from django.db import connection, transaction
-from django.db.models import Count, Exists, Max, OuterRef, Q, Sum
-
-from campaigns.models import Assessor, Campaign, Judgment, Label, Topic
-from pooling.models import Pool, PoolEntry, Run, RunTopic
-from pooljudge.common import ProgressFn, natural_key, no_progress, planner_settings
-from qrels import agreement, evaluation, sampled
+from campaigns.models import Assessor, Campaign
+from pooling.models import Pool, PoolEntry
+from pooljudge.common import ProgressFn, natural_key, no_progress
+from qrels import evaluation, sampled
 from qrels.policies import POLICIES, campaign_qrels, default_policy, per_assessor_qrels
+from qrels.queries import current_runs, stored_run_batches, stored_runs, topic_order
+from qrels.reports import (
+    EvaluationReport,
+    EvaluationRow,
+    InferredNotes,
+    JudgedAtTen,
+    PoolBiasReport,
+    PoolBiasRow,
+    PoolFacts,
+    QrelsFacts,
+    QrelsPair,
+    RunReport,
+    StabilityReport,
+    StabilityRow,
+    UnjudgedMeans,
+    computed_now,
+)
 
 Qrels = dict[str, dict[str, int]]
-Runs = dict[str, dict[str, dict[str, float]]]
 
 # Reports over at most this many ranked documents (the sum of the current runs' list lengths)
 # are computed while the page loads (a tenth of a second per 100,000 on one core); bigger ones
 # run as a background job whose result the page shows once it is done.
 DIRECT_LIMIT = 300_000
-# Bootstrap replicates behind the 95% intervals of the per-pair page.
-BOOTSTRAP = 1000
 SOURCE_KINDS = ("campaign", "assessor", "upload")
-FIVE = ("AP", "nDCG@10", "P@10", "Rprec", "bpref")
-
-
-# --- Stored runs ---------------------------------------------------------------------------------
-
-
-def stored_runs(*, runs: Iterable[Run], progress: ProgressFn = no_progress) -> Runs:
-    """run tag -> topic id -> document id -> score, for ``runs`` (in their order).
-
-    One query for the RunTopic rows as tuples; the scores are the packed float64 of the import
-    (``numpy.frombuffer``, no copy until ``tolist``), so the values are bit for bit those a
-    parser of the run file gives. Two runs with one tag (a superseded one and its successor)
-    cannot both be passed: the caller picks."""
-    run_list = list(runs)
-    tags = {run.pk: run.tag for run in run_list}
-    if len(set(tags.values())) != len(tags):
-        raise ValueError("two of the runs share a tag")
-    result: Runs = {run.tag: {} for run in run_list}
-    if not run_list:
-        return result
-    campaign_ids = {run.campaign_id for run in run_list}
-    topic_ids = dict(
-        Topic.objects.filter(campaign_id__in=campaign_ids).values_list("pk", "topic_id")
-    )
-    rows = (
-        RunTopic.objects.filter(run_id__in=list(tags))
-        .order_by()
-        .values_list("run_id", "topic_id", "docids", "scores")
-    )
-    total = len(tags)
-    seen: set[int] = set()
-    frombuffer, float64 = np.frombuffer, np.float64
-    for run_id, topic_pk, docids, scores in rows.iterator(chunk_size=500):
-        if not docids:
-            continue
-        result[tags[run_id]][topic_ids[topic_pk]] = dict(
-            zip(docids.split("\n"), frombuffer(scores, float64).tolist(), strict=True)
-        )
-        if run_id not in seen:
-            seen.add(run_id)
-            progress(len(seen), total, "reading runs")
-    return result
-
-
-# Ranked documents of the runs one batch of stored_run_batches holds (a batch has one run at
-# least): the 143 TREC-COVID round-1 runs (3.5M documents) come in about 14 batches, and scoring
-# them holds about a tenth of them at a time (bench/memory.py).
-BATCH_DOCUMENTS = 250_000
-
-
-def stored_run_batches(
-    *, runs: Sequence[Run], progress: ProgressFn = no_progress, documents: int | None = None
-) -> Iterator[Runs]:
-    """:func:`stored_runs` for ``runs`` a few at a time (in their order), each batch holding
-    about ``documents`` (default BATCH_DOCUMENTS) ranked documents, so that scoring every run
-    needs the memory of a batch, not of them all."""
-    documents = BATCH_DOCUMENTS if documents is None else documents
-    lengths = dict(
-        RunTopic.objects.filter(run__in=[run.pk for run in runs])
-        .values("run")
-        .annotate(n=Sum("length"))
-        .values_list("run", "n")
-        .order_by()
-    )
-    batch: list[Run] = []
-    size = done = 0
-    for run in runs:
-        length = lengths.get(run.pk) or 0
-        if batch and size + length > documents:
-            yield stored_runs(runs=batch)
-            done += len(batch)
-            progress(done, len(runs), "scoring runs")
-            batch, size = [], 0
-        batch.append(run)
-        size += length
-    if batch:
-        yield stored_runs(runs=batch)
-        progress(done + len(batch), len(runs), "scoring runs")
-
-
-def ranked_documents(campaign: Campaign) -> int:
-    """How many (topic, document) lines the campaign's current runs hold: the size of a report."""
-    return (
-        RunTopic.objects.filter(run__campaign=campaign, run__superseded_at__isnull=True).aggregate(
-            n=Sum("length")
-        )["n"]
-        or 0
-    )
-
-
-def computed_directly(campaign: Campaign) -> bool:
-    return ranked_documents(campaign) <= DIRECT_LIMIT
-
-
-def fingerprint(campaign: Campaign) -> str:
-    """Changes whenever anything a report reads changes: a judgment made or revised, a run
-    imported or replaced, a pool built, the relevance threshold. Cached job results carry it."""
-    judged = Judgment.objects.filter(campaign=campaign).aggregate(
-        n=Count("pk"), last=Max("judged_at"), top=Max("pk"), versions=Sum("version")
-    )
-    runs = campaign.runs.aggregate(
-        n=Count("pk"), top=Max("pk"), gone=Count("pk", filter=Q(superseded_at__isnull=False))
-    )
-    pools = campaign.pools.aggregate(n=Count("pk"), built=Max("built_at"))
-    parts = [
-        judged["n"],
-        judged["top"],
-        judged["versions"],
-        judged["last"].isoformat() if judged["last"] else "",
-        runs["n"],
-        runs["top"],
-        runs["gone"],
-        pools["n"],
-        pools["built"].isoformat() if pools["built"] else "",
-        campaign.relevance_threshold,
-    ]
-    return "|".join("" if part is None else str(part) for part in parts)
 
 
 # --- Qrels sources -------------------------------------------------------------------------------
@@ -261,6 +150,16 @@ def parse_upload(data, *, name: str, on_conflict: str = "refuse") -> Qrels:
     return qrels
 
 
+def qrels_facts(
+    campaign: Campaign, source: QrelsSource, summary: Mapping[str, int], **more: Any
+) -> QrelsFacts:
+    """What a report states about its qrels: where they come from and what they hold
+    (``summary``: :func:`qrels_summary`)."""
+    return QrelsFacts(
+        source=source.as_params(), description=source.describe(campaign), **summary, **more
+    )
+
+
 def qrels_summary(qrels: Qrels, threshold: int) -> dict[str, int]:
     """Counts that say what a qrels holds: topics, entries, verdicts (label >= 0), relevant
     (>= threshold) and pooled-but-unjudged entries (label < 0)."""
@@ -280,13 +179,6 @@ def qrels_summary(qrels: Qrels, threshold: int) -> dict[str, int]:
     }
 
 
-def topic_order(campaign: Campaign, topics: Collection[str]) -> list[str]:
-    """``topics`` in the campaign's topic-file order; ids the campaign lacks come last, in
-    natural order."""
-    position = dict(campaign.topics.values_list("topic_id", "position"))
-    return sorted(topics, key=lambda t: (t not in position, position.get(t, 0), natural_key(t)))
-
-
 # --- Pools ---------------------------------------------------------------------------------------
 
 
@@ -297,7 +189,7 @@ def pool_depth(pool: Pool) -> int | None:
     return pool.spec.depth
 
 
-def pool_facts(pool: Pool, qrels: Qrels) -> dict[str, Any]:
+def pool_facts(pool: Pool, qrels: Qrels) -> PoolFacts:
     """What seed 002's reporting practice asks to state about a pool: strategy, depth, how many
     runs built it, and how many of its pairs have a verdict in ``qrels``."""
     topic_ids = dict(pool.campaign.topics.values_list("pk", "topic_id"))
@@ -305,31 +197,27 @@ def pool_facts(pool: Pool, qrels: Qrels) -> dict[str, Any]:
     for topic_pk, doc_id in PoolEntry.objects.filter(pool=pool).values_list("topic_id", "doc_id"):
         size += 1
         judged += qrels.get(topic_ids[topic_pk], {}).get(doc_id, -1) >= 0
-    return {
-        "version": pool.version,
-        "description": pool.describe(),
-        "strategy": pool.strategy,
-        "depth": pool_depth(pool),
-        "per_run_depths": bool(pool.spec.depth_per_run),
-        "runs": sorted(pool.runs.values_list("tag", flat=True)),
-        "size": size,
-        "judged": judged,
-        "judged_share": judged / size if size else None,
-    }
+    return PoolFacts(
+        version=pool.version,
+        description=pool.describe(),
+        strategy=pool.strategy,
+        depth=pool_depth(pool),
+        per_run_depths=bool(pool.spec.depth_per_run),
+        runs=tuple(sorted(pool.runs.values_list("tag", flat=True))),
+        size=size,
+        judged=judged,
+        judged_share=judged / size if size else None,
+    )
 
 
 def _pools_for(campaign: Campaign, source: QrelsSource) -> list[Pool]:
-    built = campaign.pools.filter(status=Pool.Status.BUILT).select_related("campaign")
+    built = campaign.pools.built().select_related("campaign")
     if source.pool is not None:
         return list(built.filter(version=source.pool))
     return list(built.order_by("version"))
 
 
 # --- Evaluation ----------------------------------------------------------------------------------
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _check_measures(measures: Sequence[str]) -> list[str]:
@@ -343,10 +231,6 @@ def _check_measures(measures: Sequence[str]) -> list[str]:
     return measures
 
 
-def current_runs(campaign: Campaign) -> list[Run]:
-    return list(campaign.runs.current().order_by("tag"))
-
-
 def evaluation_report(
     *,
     campaign: Campaign,
@@ -354,7 +238,7 @@ def evaluation_report(
     uploaded: Qrels | None = None,
     measures: Sequence[str] | None = None,
     progress: ProgressFn = no_progress,
-) -> dict[str, Any]:
+) -> EvaluationReport:
     """Every current run scored against the qrels of ``source`` at the campaign's threshold:
     means over all qrels topics (trec_eval -c), per-topic values, unjudged share of the top 10,
     and the facts a report must state (qrels used, pools, their depth and judged share).
@@ -410,42 +294,45 @@ def evaluation_report(
     campaign_topics = set(campaign.topics.values_list("topic_id", flat=True))
     rows = []
     for s in scores:
-        row = {
-            "run": s.run,
-            "contributor": s.run in contributors,
-            "mean": s.mean,
-            "unjudged_at_10": s.unjudged_at_10,
-            "topics_answered": len(s.per_topic),
-        }
-        if s.run in estimates:
-            row["intervals"] = _add_inferred(s, estimates[s.run], inferred, topics)
-        row["per_topic"] = {
-            topic: [values[m] for m in measures] for topic, values in s.per_topic.items()
-        }
-        rows.append(row)
-    judged_at_10 = [1 - row["unjudged_at_10"] for row in rows if row["topics_answered"]]
-    return {
-        "report": "evaluation",
-        "campaign": campaign.slug,
-        "qrels": {
-            "source": source.as_params(),
-            "description": source.describe(campaign),
-            **summary,
-            "topics_not_in_campaign": sorted(set(topics) - campaign_topics, key=natural_key),
-        },
-        "threshold": threshold,
-        "measures": measures,
-        "topics": topics,
-        "pools": [pool_facts(pool, qrels) for pool in pools],
-        "judged_at_10": {
-            "mean": sum(judged_at_10) / len(judged_at_10) if judged_at_10 else None,
-            "lowest": min(judged_at_10) if judged_at_10 else None,
-        },
-        "runs": rows,
-        "inferred": _inferred_notes(sample_pool, measures),
-        "computed_at": _now(),
-        "seconds": round(time.perf_counter() - started, 3),
-    }
+        # The intervals first: _add_inferred puts the inferred measures into the scores.
+        intervals = (
+            _add_inferred(s, estimates[s.run], inferred, topics) if s.run in estimates else None
+        )
+        rows.append(
+            EvaluationRow(
+                run=s.run,
+                contributor=s.run in contributors,
+                mean=s.mean,
+                unjudged_at_10=s.unjudged_at_10,
+                topics_answered=len(s.per_topic),
+                per_topic={
+                    topic: [values[m] for m in measures] for topic, values in s.per_topic.items()
+                },
+                intervals=intervals,
+            )
+        )
+    judged_at_10 = [1 - row.unjudged_at_10 for row in rows if row.topics_answered]
+    return EvaluationReport(
+        campaign=campaign.slug,
+        qrels=qrels_facts(
+            campaign,
+            source,
+            summary,
+            topics_not_in_campaign=tuple(sorted(set(topics) - campaign_topics, key=natural_key)),
+        ),
+        threshold=threshold,
+        measures=tuple(measures),
+        topics=tuple(topics),
+        pools=tuple(pool_facts(pool, qrels) for pool in pools),
+        judged_at_10=JudgedAtTen(
+            mean=sum(judged_at_10) / len(judged_at_10) if judged_at_10 else None,
+            lowest=min(judged_at_10) if judged_at_10 else None,
+        ),
+        runs=tuple(rows),
+        inferred=_inferred_notes(sample_pool, measures),
+        computed_at=computed_now(),
+        seconds=round(time.perf_counter() - started, 3),
+    )
 
 
 def _sample_qrels(pool: Pool, qrels: Qrels) -> dict[str, dict[str, sampled.SampledPair]]:
@@ -480,7 +367,7 @@ def _add_inferred(
     return intervals
 
 
-def _inferred_notes(pool: Pool | None, measures: Sequence[str]) -> dict[str, Any] | None:
+def _inferred_notes(pool: Pool | None, measures: Sequence[str]) -> InferredNotes | None:
     """Why the inferred measures are there, and a warning for infAP on strata sampled at
     different rates; None when the pairs are not a sampled pool's."""
     if pool is None:
@@ -494,9 +381,9 @@ def _inferred_notes(pool: Pool | None, measures: Sequence[str]) -> dict[str, Any
             "it infers the unjudged documents of the sparse strata from the densely judged ones, "
             "which biases it. Use xinfAP."
         )
-    return {
-        "pool": pool.version,
-        "why": (
+    return InferredNotes(
+        pool=pool.version,
+        why=(
             f"Pool v{pool.version} is a stratified sample: xinfAP, infNDCG and iP@k estimate AP, "
             "nDCG and P@k from it, weighting each stratum by its sampling rate (Yilmaz, "
             "Kanoulas & Aslam, SIGIR 2008, as NIST's sample_eval computes them); the ranges are "
@@ -504,52 +391,8 @@ def _inferred_notes(pool: Pool | None, measures: Sequence[str]) -> dict[str, Any
             if any(map(sampled.is_inferred, measures))
             else ""
         ),
-        "warning": warning,
-    }
-
-
-def ranked(rows: Sequence[Mapping[str, Any]], measure: str) -> list[Mapping[str, Any]]:
-    """Report rows best first by their mean ``measure``; equal means in run-name order (as
-    qrels.evaluation.rank_runs orders them)."""
-    return sorted(rows, key=lambda row: (-row["mean"][measure], row["run"]))
-
-
-def run_topics(report: Mapping[str, Any], run: str) -> list[dict[str, Any]] | None:
-    """One run's per-topic rows of an evaluation report, every qrels topic in order (a topic
-    the run did not answer has no values); None if the run is not in the report."""
-    row = next((r for r in report["runs"] if r["run"] == run), None)
-    if row is None:
-        return None
-    measures = report["measures"]
-    return [
-        {
-            "topic": topic,
-            "values": (
-                dict(zip(measures, row["per_topic"][topic], strict=True))
-                if topic in row["per_topic"]
-                else None
-            ),
-        }
-        for topic in report["topics"]
-    ]
-
-
-def explicit_report(report: Mapping[str, Any]) -> dict[str, Any]:
-    """The report for a JSON download: per-topic values keyed by measure name."""
-    out = dict(report)
-    measures = report.get("measures", [])
-    if report.get("report") == "evaluation":
-        out["runs"] = [
-            {
-                **row,
-                "per_topic": {
-                    topic: dict(zip(measures, values, strict=True))
-                    for topic, values in row["per_topic"].items()
-                },
-            }
-            for row in report["runs"]
-        ]
-    return out
+        warning=warning,
+    )
 
 
 # --- Ranking stability ---------------------------------------------------------------------------
@@ -564,12 +407,14 @@ def stability_report(
     common_topics: bool = True,
     uploaded: Mapping[str, Qrels] | None = None,
     progress: ProgressFn = no_progress,
-) -> dict[str, Any]:
+) -> StabilityReport:
     """The ordering of the current runs by ``measure`` under two qrels, Kendall's tau between
     the orderings, and the pairs of runs that swap (seed 000). ``uploaded`` holds the parsed
     files of upload sources under the keys "first" and "second". With ``common_topics`` both
     qrels are cut to the topics both have, so that two assessors who judged different topics
     are compared on the same ones."""
+    from qrels import agreement  # numpy: loaded by the first report, not by every web process
+
     started = time.perf_counter()
     _check_measures([measure])
     uploaded = uploaded or {}
@@ -582,8 +427,9 @@ def stability_report(
     both = set(sides["first"]) & set(sides["second"])
     if common_topics:
         sides = {key: {t: q for t, q in qrels.items() if t in both} for key, qrels in sides.items()}
+    summaries = {key: qrels_summary(qrels, threshold) for key, qrels in sides.items()}
     for key, source in (("first", first), ("second", second)):
-        if not qrels_summary(sides[key], threshold)["verdicts"]:
+        if not summaries[key]["verdicts"]:
             raise ValueError(
                 f"The qrels ({source.describe(campaign)}) hold no judgment"
                 + (" on a topic both qrels have." if common_topics else ".")
@@ -601,45 +447,40 @@ def stability_report(
     order = {key: agreement.order_by_score(means[key]) for key in means}
     tau = agreement.kendall_tau(order["first"], order["second"])
     rank = {key: {run: i for i, run in enumerate(order[key], start=1)} for key in order}
-    swapped = [
-        [a, b]
+    swapped = tuple(
+        (a, b)
         for i, a in enumerate(order["first"])
         for b in order["first"][i + 1 :]
         if rank["second"][a] > rank["second"][b]
-    ]
-    rows = [
-        {
-            "run": run,
-            "first": means["first"][run],
-            "second": means["second"][run],
-            "rank_first": rank["first"][run],
-            "rank_second": rank["second"][run],
-        }
+    )
+    rows = tuple(
+        StabilityRow(
+            run=run,
+            first=means["first"][run],
+            second=means["second"][run],
+            rank_first=rank["first"][run],
+            rank_second=rank["second"][run],
+        )
         for run in order["first"]
-    ]
-    return {
-        "report": "stability",
-        "campaign": campaign.slug,
-        "measure": measure,
-        "threshold": threshold,
-        "common_topics": common_topics,
-        "qrels": {
-            key: {
-                "source": source.as_params(),
-                "description": source.describe(campaign),
-                **qrels_summary(sides[key], threshold),
-            }
-            for key, source in (("first", first), ("second", second))
-        },
-        "topics": topic_order(campaign, set(sides["first"]) | set(sides["second"])),
-        "tau": tau.tau,
-        "swapped": tau.swapped,
-        "pairs": tau.pairs,
-        "swapped_pairs": swapped,
-        "runs": rows,
-        "computed_at": _now(),
-        "seconds": round(time.perf_counter() - started, 3),
-    }
+    )
+    return StabilityReport(
+        campaign=campaign.slug,
+        measure=measure,
+        threshold=threshold,
+        common_topics=common_topics,
+        qrels=QrelsPair(
+            first=qrels_facts(campaign, first, summaries["first"]),
+            second=qrels_facts(campaign, second, summaries["second"]),
+        ),
+        topics=tuple(topic_order(campaign, set(sides["first"]) | set(sides["second"]))),
+        tau=tau.tau,
+        swapped=tau.swapped,
+        pairs=tau.pairs,
+        swapped_pairs=swapped,
+        runs=rows,
+        computed_at=computed_now(),
+        seconds=round(time.perf_counter() - started, 3),
+    )
 
 
 # --- Pool bias -----------------------------------------------------------------------------------
@@ -653,7 +494,7 @@ def pool_bias_report(
     policy: str | None = None,
     include_imported: bool = True,
     progress: ProgressFn = no_progress,
-) -> dict[str, Any]:
+) -> PoolBiasReport:
     """Seed 000's leave-one-out test for every run that built ``pool``, and seed 003's warning
     sign for every run: the unjudged share of its top 10 and of its top pool-depth, with the
     runs that did not contribute marked.
@@ -662,6 +503,8 @@ def pool_bias_report(
     as -1. The runs are the pool's own (a run replaced since keeps the version that built the
     pool) and the current runs of every other tag. Without a pool depth (a fusion pool without
     a cap) there is no leave-one-out, only the unjudged shares at 10."""
+    from qrels import agreement  # numpy: loaded by the first report, not by every web process
+
     started = time.perf_counter()
     _check_measures([measure])
     if pool.campaign_id != campaign.pk or pool.status != Pool.Status.BUILT:
@@ -708,52 +551,50 @@ def pool_bias_report(
     order = agreement.order_by_score(full)
     rows = []
     for rank, run in enumerate(order, start=1):
-        row: dict[str, Any] = {
-            "run": run,
-            "contributor": run in tags,
-            "score": full[run],
-            "rank": rank,
-            "unjudged_at_10": unjudged[run].unjudged[10],
-            "unjudged_at_depth": unjudged[run].unjudged[depth] if depth else None,
-            "topics_answered": unjudged[run].topics,
-        }
+        left_out: dict[str, Any] = {}
         if run in loo:
             r = loo[run]
-            row.update(
-                score_loo=r.score_loo,
-                drop=r.drop,
-                relative_drop=(r.drop / r.score_full) if r.score_full else None,
-                rank_loo=r.rank_loo,
-                rank_change=r.rank_loo - r.rank_full,
-                removed=r.removed,
-                removed_relevant=r.removed_relevant,
+            left_out = {
+                "score_loo": r.score_loo,
+                "drop": r.drop,
+                "relative_drop": (r.drop / r.score_full) if r.score_full else None,
+                "rank_loo": r.rank_loo,
+                "rank_change": r.rank_loo - r.rank_full,
+                "removed": r.removed,
+                "removed_relevant": r.removed_relevant,
+            }
+        rows.append(
+            PoolBiasRow(
+                run=run,
+                contributor=run in tags,
+                score=full[run],
+                rank=rank,
+                unjudged_at_10=unjudged[run].unjudged[10],
+                unjudged_at_depth=unjudged[run].unjudged[depth] if depth else None,
+                topics_answered=unjudged[run].topics,
+                **left_out,
             )
-        rows.append(row)
-    contributed = [row for row in rows if row["contributor"]]
-    outsiders = [row for row in rows if not row["contributor"]]
-    return {
-        "report": "pool_bias",
-        "campaign": campaign.slug,
-        "measure": measure,
-        "threshold": threshold,
-        "pool": pool_facts(pool, qrels),
-        "qrels": {
-            "source": source.as_params(),
-            "description": source.describe(campaign),
-            **summary,
-        },
-        "depth": depth,
-        "leave_one_out": bool(loo),
-        "largest_drop": max((row["drop"] for row in contributed if "drop" in row), default=None),
-        "moved": sum(1 for row in contributed if row.get("rank_change")),
-        "mean_unjudged_at_10": {
-            "contributors": _mean(row["unjudged_at_10"] for row in contributed),
-            "others": _mean(row["unjudged_at_10"] for row in outsiders),
-        },
-        "runs": rows,
-        "computed_at": _now(),
-        "seconds": round(time.perf_counter() - started, 3),
-    }
+        )
+    contributed = [row for row in rows if row.contributor]
+    outsiders = [row for row in rows if not row.contributor]
+    return PoolBiasReport(
+        campaign=campaign.slug,
+        measure=measure,
+        threshold=threshold,
+        pool=pool_facts(pool, qrels),
+        qrels=qrels_facts(campaign, source, summary),
+        depth=depth,
+        leave_one_out=bool(loo),
+        largest_drop=max((row.drop for row in contributed if row.left_out), default=None),
+        moved=sum(1 for row in contributed if row.rank_change),
+        mean_unjudged_at_10=UnjudgedMeans(
+            contributors=_mean(row.unjudged_at_10 for row in contributed),
+            others=_mean(row.unjudged_at_10 for row in outsiders),
+        ),
+        runs=tuple(rows),
+        computed_at=computed_now(),
+        seconds=round(time.perf_counter() - started, 3),
+    )
 
 
 def _mean(values: Iterable[float]) -> float | None:
@@ -761,258 +602,23 @@ def _mean(values: Iterable[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-# --- Agreement -----------------------------------------------------------------------------------
-
-
-@dataclass
-class AssessorInfo:
-    pk: int
-    name: str
-    kind: str
-
-
-def judging_assessors(campaign: Campaign, *, include_imported: bool = True) -> list[AssessorInfo]:
-    """The campaign's assessors with at least one label (an imported source of negative labels
-    only included: agreement shows its pairs): people first, then imported sources, each by
-    name. (One index probe per assessor, not a count of judgments.)"""
-    verdicts = Judgment.objects.filter(assessor=OuterRef("pk"))
-    assessors = (
-        Assessor.objects.filter(campaign=campaign)
-        .filter(Exists(verdicts))
-        .values_list("pk", "name", "kind")
-        .order_by()
-    )
-    if not include_imported:
-        assessors = assessors.filter(kind=Assessor.Kind.PERSON)
-    people_first = sorted(assessors, key=lambda r: (r[2] != Assessor.Kind.PERSON, r[1]))
-    return [AssessorInfo(*row) for row in people_first]
-
-
-def agreement_counts(
-    *, campaign: Campaign, assessors: Mapping[int, str]
-) -> dict[tuple[str, str], dict[str, dict[tuple[int, int], int]]]:
-    """(name a, name b) -> topic id -> (a's label, b's label) -> number of pairs both labelled,
-    for every two of ``assessors`` (id -> name) with a common pair, negative labels included
-    (agreement counts those pairs apart). The database pairs the judgments and counts them (one
-    self-join and GROUP BY), so only the confusion matrices travel, whatever the number of
-    judgments."""
-    if len(assessors) < 2:
-        return {}
-    table = connection.ops.quote_name(Judgment._meta.db_table)
-    ids = sorted(assessors)
-    marks = ", ".join(["%s"] * len(ids))
-    # The table name is quoted by Django; every value travels as a query parameter.
-    sql = (
-        "SELECT j1.assessor_id, j2.assessor_id, j1.topic_id, j1.label, j2.label, COUNT(*) "  # noqa: S608
-        f"FROM {table} j1 JOIN {table} j2 ON j2.campaign_id = j1.campaign_id "
-        "AND j2.topic_id = j1.topic_id AND j2.doc_id = j1.doc_id "
-        "AND j2.assessor_id > j1.assessor_id "
-        "WHERE j1.campaign_id = %s "
-        f"AND j1.assessor_id IN ({marks}) AND j2.assessor_id IN ({marks}) "
-        "GROUP BY j1.assessor_id, j2.assessor_id, j1.topic_id, j1.label, j2.label"
-    )
-    topic_ids = dict(campaign.topics.values_list("pk", "topic_id"))
-    counts: dict[tuple[str, str], dict[str, dict[tuple[int, int], int]]] = {}
-    # No nested loop: on a table without planner statistics (just imported, autovacuum not
-    # round yet) PostgreSQL guesses one row per assessor and probes the pair index once per
-    # judgment, four times slower than the hash join it picks with statistics (issue 17).
-    with (
-        transaction.atomic(),
-        planner_settings(enable_nestloop="off"),
-        connection.cursor() as cursor,
-    ):
-        cursor.execute(sql, [campaign.pk, *ids, *ids])
-        rows = cursor.fetchall()
-    for a, b, topic_pk, label_a, label_b, n in rows:
-        pair = counts.setdefault((assessors[a], assessors[b]), {})
-        pair.setdefault(topic_ids[topic_pk], {})[(label_a, label_b)] = n
-    return counts
-
-
-def assessor_verdicts(
-    *, campaign: Campaign, names: Collection[str] | None = None
-) -> dict[str, dict[tuple[str, str], int]]:
-    """assessor name -> (topic id, document id) -> label, every current verdict (label >= 0) of
-    the named assessors (default: all), read as tuples in one query."""
-    assessors = Assessor.objects.filter(campaign=campaign)
-    if names is not None:
-        assessors = assessors.filter(name__in=list(names))
-    by_pk = dict(assessors.values_list("pk", "name"))
-    topic_ids = dict(campaign.topics.values_list("pk", "topic_id"))
-    verdicts: dict[str, dict[tuple[str, str], int]] = {name: {} for name in by_pk.values()}
-    rows = (
-        Judgment.objects.filter(campaign=campaign, label__gte=0, assessor_id__in=list(by_pk))
-        .order_by()
-        .values_list("assessor_id", "topic_id", "doc_id", "label")
-    )
-    targets = {pk: verdicts[name] for pk, name in by_pk.items()}
-    for assessor_id, topic_pk, doc_id, label in rows.iterator(chunk_size=20_000):
-        targets[assessor_id][(topic_ids[topic_pk], doc_id)] = label
-    return {name: given for name, given in verdicts.items() if given}
-
-
-def scale_labels(campaign: Campaign, seen: Iterable[int] = ()) -> list[int]:
-    """The labels >= 0 of every rubric version of the campaign, and any other label seen."""
-    values = set(
-        Label.objects.filter(rubric__campaign=campaign, value__gte=0).values_list(
-            "value", flat=True
-        )
-    )
-    return sorted(values | {label for label in seen if label >= 0})
-
-
-@dataclass
-class AgreementData:
-    """Everything the agreement pages and command show, from one reading of the judgments."""
-
-    assessors: list[str]
-    labels: list[int]  # the scale the statistics use (0/1 when binary)
-    scale: list[int]  # the campaign's scale
-    threshold: int
-    binary: bool
-    pairs: list[agreement.PairAgreement]
-    group: agreement.GroupAgreement | None
-    kinds: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def graded(self) -> bool:
-        return len(self.labels) > 2
-
-
-def agreement_data(
-    *,
-    campaign: Campaign,
-    assessors: Sequence[str] | None = None,
-    binary: bool = False,
-    bootstrap: int = 0,
-) -> AgreementData:
-    """Pairwise agreement between ``assessors`` (names; default every assessor with a verdict,
-    people first) and, when three or more overlap, the group statistics. Pairs without a common
-    judged pair are absent. Raises ValueError naming an assessor without verdicts."""
-    known = {a.name: a for a in judging_assessors(campaign)}
-    chosen = list(known) if assessors is None else list(dict.fromkeys(assessors))
-    missing = [name for name in chosen if name not in known]
-    if missing:
-        raise ValueError(
-            f"No judgments by {', '.join(map(repr, missing))} in this campaign; assessors with "
-            f"judgments: {', '.join(known) or 'none'}."
-        )
-    counts = agreement_counts(
-        campaign=campaign, assessors={known[name].pk: name for name in chosen}
-    )
-    seen = {
-        label
-        for topics in counts.values()
-        for labels in topics.values()
-        for pair in labels
-        for label in pair
-    }
-    scale = scale_labels(campaign, seen)
-    threshold = campaign.relevance_threshold
-    pairs = agreement.pairwise_from_counts(
-        counts,
-        labels=scale,
-        threshold=threshold,
-        binary=binary,
-        bootstrap=bootstrap,
-        assessors=chosen,
-    )
-    group = None
-    if len(chosen) >= 3 and len({name for pair in counts for name in pair}) >= 3:
-        verdicts = assessor_verdicts(campaign=campaign, names=chosen)
-        group = agreement.group_agreement(
-            verdicts, labels=scale, threshold=threshold, binary=binary
-        )
-    return AgreementData(
-        assessors=chosen,
-        labels=[0, 1] if binary else scale,
-        scale=scale,
-        threshold=threshold,
-        binary=binary,
-        pairs=pairs,
-        group=group,
-        kinds={name: known[name].kind for name in chosen},
-    )
-
-
-def pair_figures(pair: agreement.PairAgreement) -> dict[str, Any]:
-    return {
-        "n": pair.n,
-        "negative": pair.negative,
-        "identical": pair.identical,
-        "observed": pair.observed,
-        "cohen_kappa": pair.cohen_kappa,
-        "pooled_kappa": pair.pooled_kappa,
-        "weighted_kappa_linear": pair.weighted_kappa_linear,
-        "weighted_kappa_quadratic": pair.weighted_kappa_quadratic,
-        "relevant_overlap": pair.relevant_overlap,
-        "small_n": pair.small_n,
-    }
-
-
-def agreement_json(data: AgreementData) -> dict[str, Any]:
-    """Everything, JSON-safe: per pair the figures, the confusion matrix, the 95% intervals and
-    the per-topic figures; the group statistics."""
-    pairs = []
-    for pair in data.pairs:
-        pairs.append(
-            {
-                "a": pair.a,
-                "b": pair.b,
-                **pair_figures(pair),
-                "labels": pair.labels,
-                "confusion": pair.confusion,
-                "negative_cells": [list(cell) for cell in pair.negative_cells],
-                "ci95": {key: list(value) for key, value in pair.ci.items()},
-                "per_topic": {
-                    topic: {
-                        **pair_figures(r),
-                        "confusion": r.confusion,
-                        "ci95": {key: list(value) for key, value in r.ci.items()},
-                    }
-                    for topic, r in pair.per_topic.items()
-                },
-            }
-        )
-    group = None
-    if data.group is not None:
-        g = data.group
-        group = {
-            "assessors": g.assessors,
-            "items": g.n_items,
-            "fleiss_kappa": g.fleiss_kappa,
-            "fleiss_items": g.fleiss_items,
-            "fleiss_raters": g.fleiss_raters,
-            "alpha_nominal": g.alpha_nominal,
-            "alpha_ordinal": g.alpha_ordinal,
-        }
-    return {
-        "report": "agreement",
-        "assessors": [{"name": name, "kind": data.kinds.get(name, "")} for name in data.assessors],
-        "scale": data.scale,
-        "labels": data.labels,
-        "binary": data.binary,
-        "threshold": data.threshold,
-        "small_n_below": agreement.SMALL_N,
-        "pairs": pairs,
-        "group": group,
-        "computed_at": _now(),
-    }
-
-
 # --- One entry point for the pages, the report job and the commands -----------------------------
 
-REPORTS = ("evaluation", "stability", "pool_bias")
+
+def run_report(**kwargs: Any) -> dict[str, Any]:
+    """:func:`compute_report`, as the JSON-safe dict a report job stores on its row (read back
+    with qrels.reports.run_report_from_dict)."""
+    return compute_report(**kwargs).to_dict()
 
 
-def run_report(
+def compute_report(
     *,
     campaign: Campaign,
     report: str,
     options: Mapping[str, Any],
     uploaded: Mapping[str, Qrels] | None = None,
     progress: ProgressFn = no_progress,
-) -> dict[str, Any]:
+) -> RunReport:
     """Compute ``report`` from JSON-safe ``options`` (what a page's form chose, and what a job
     stores); ``uploaded`` maps the option key of an upload source ("source", "first" or
     "second") to its parsed qrels. Raises ValueError for options that do not make a report."""

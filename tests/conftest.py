@@ -48,6 +48,17 @@ if IN_CI and not (HAS_BROKER and settings.DATABASES["default"]["ENGINE"].endswit
     raise pytest.UsageError("CI=true needs DATABASE_URL (PostgreSQL) and REDIS_URL set.")
 
 
+def pytest_collection_modifyitems(config, items):
+    """Under ``pytest -n`` (``make test`` runs the suite on several processes), every test that
+    drives Chromium or a real Celery worker goes to one process (``--dist loadgroup``): one
+    browser, one live server and one worker process serve them all, as in a serial run, while
+    the other tests spread over the remaining processes."""
+    services = pytest.mark.xdist_group("services")
+    for item in items:
+        if item.get_closest_marker("browser") or item.get_closest_marker("worker"):
+            item.add_marker(services)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     """Add each falsifying example Hypothesis found to the failure as a line to paste above the

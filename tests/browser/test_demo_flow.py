@@ -111,6 +111,11 @@ def _judge_shown_document(page, label_for) -> tuple[str, str, int]:
     return topic, doc_id, label
 
 
+def all_saved(page) -> None:
+    """Wait until every verdict the page has sent is answered."""
+    page.wait_for_function("() => document.body.dataset.unsaved === '0'")
+
+
 def _ints(text: str) -> list[int]:
     return [int(n) for n in re.findall(r"\d+", text.replace(",", ""))]
 
@@ -138,6 +143,10 @@ def test_the_demo_judged_by_two_assessors_agreement_and_export(live_server, log_
         assert topic == TOPIC
         ada_judged[doc_id] = label
     assert len(ada_judged) == JUDGED_BY_ADA
+    # The test's own queries wait until the page has no verdict in flight: on SQLite the live
+    # server shares the test's in-memory database, and a read beside its write fails with
+    # "database table is locked" (a flake seen once in a full run).
+    all_saved(ada)
     # ... and, keyboard only, on to the end of the topic: the whole topic judged, then done.
     share_of_ada = AssignmentItem.objects.filter(
         assignment__assessor__name="ada", assignment__mode=Assignment.Mode.OVERLAP
@@ -148,6 +157,7 @@ def test_the_demo_judged_by_two_assessors_agreement_and_export(live_server, log_
         assert doc_id not in ada_judged, "a judged document was served again"
         ada_judged[doc_id] = label
     ada.wait_for_selector("#judge.done-panel")
+    all_saved(ada)
     pooled = PoolEntry.objects.filter(topic__campaign=campaign, topic__topic_id=TOPIC).count()
     assert len(ada_judged) == share_of_ada == pooled
 
@@ -169,13 +179,14 @@ def test_the_demo_judged_by_two_assessors_agreement_and_export(live_server, log_
             return (label + 1) % 4
         return label
 
+    share_count = share.count()
     while not set(ada_judged) <= set(grace_judged):
-        assert len(grace_judged) < share.count(), "grace's share of the topic ran out"
+        assert len(grace_judged) < share_count, "grace's share of the topic ran out"
         topic, doc_id, label = _judge_shown_document(grace, grace_label)
         assert topic == TOPIC
         grace_judged[doc_id] = label
     # The next document shows at once; the verdicts are sent behind it, in order.
-    grace.wait_for_function("() => document.body.dataset.unsaved === '0'")
+    all_saved(grace)
 
     # What the keys recorded: one judgment per document shown, with the label pressed.
     for name, judged in (("ada", ada_judged), ("grace", grace_judged)):

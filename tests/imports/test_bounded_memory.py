@@ -12,7 +12,7 @@ import pytest
 from campaigns.models import Topic
 from pooling.imports import import_runs
 from pooling.models import RunTopic
-from qrels import runscores
+from qrels import queries, runscores
 from tests.factories import make_run
 
 pytestmark = pytest.mark.django_db
@@ -81,10 +81,10 @@ def test_evaluation_holds_a_batch_of_runs_not_every_run(campaign, monkeypatch):
         for topic in campaign.topics.all()
         for d in docs[:300]
     )
-    every_run = peak_of(runscores.stored_runs, runs=runscores.current_runs(campaign))
+    every_run = peak_of(queries.stored_runs, runs=queries.current_runs(campaign))
     # About a tenth of the runs a batch (raising=False: so that this fails on old code by its
     # memory, not by a missing name).
-    monkeypatch.setattr(runscores, "BATCH_DOCUMENTS", 15_000, raising=False)
+    monkeypatch.setattr(queries, "BATCH_DOCUMENTS", 15_000)
     source = runscores.QrelsSource(policy="max")
     peak = peak_of(runscores.evaluation_report, campaign=campaign, source=source)
     assert peak < every_run / 2, f"peak {peak:,} bytes; every run held: {every_run:,}"

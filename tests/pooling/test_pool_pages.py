@@ -8,6 +8,7 @@ import re
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -235,7 +236,7 @@ class TestRunsAndPoolsPage:
         assert response.status_code == 200
         assert 'hx-trigger="every 2s"' in response.content.decode()
         assert "Building" in response.content.decode()
-        Pool.objects.filter(pk=pool.pk).update(status=Pool.Status.BUILT)
+        Pool.objects.filter(pk=pool.pk).update(built_at=timezone.now())  # the build finished
         response = client.get(url("versions", campaign), **htmx)
         assert response.status_code == 286  # stop polling
 

@@ -22,9 +22,9 @@ from django.conf import settings
 from django.core.management import call_command
 
 from campaigns.models import Campaign, Judgment, LabelSpec, Topic
+from qrels.agreement_data import agreement_data
 from qrels.export import export_bundle
 from qrels.imports import import_qrels
-from qrels.runscores import agreement_data
 
 DATA = Path(settings.BASE_DIR).parent / "shared" / "data"
 COVID = DATA / "trec-covid-round1" / "qrels" / "qrels-rnd1.txt"

@@ -245,7 +245,7 @@ class TestNegativeLabelsAndUnjudgedPairs:
         }
 
     def test_an_unbuilt_pool_is_refused(self, campaign, three):
-        Pool.objects.filter(pk=three["pool"].pk).update(status=Pool.Status.BUILDING)
+        Pool.objects.filter(pk=three["pool"].pk).update(built_at=None)  # not built
         three["pool"].refresh_from_db()
         with pytest.raises(ValueError, match="building"):
             qrels_of(campaign, pool=three["pool"])

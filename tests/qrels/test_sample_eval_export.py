@@ -86,7 +86,7 @@ def test_sample_eval_on_the_bundle_gives_the_evaluation_pages_figures(
 ):
     export_bundle(campaign=campaign, destination=tmp_path, pool=sampled, unjudged="-1")
     report = evaluation_report(campaign=campaign, source=QrelsSource(pool=sampled.version))
-    measures = report["measures"]
+    measures = report.measures
     names = {"infAP": "xinfAP", "infNDCG": "infNDCG", "iP10": "iP@10"}
     for tag, run in runs_from_db(campaign).items():
         run_file = tmp_path / f"{tag}.run"
@@ -103,14 +103,14 @@ def test_sample_eval_on_the_bundle_gives_the_evaluation_pages_figures(
             text=True,
             check=True,
         ).stdout
-        row = next(r for r in report["runs"] if r["run"] == tag)
+        row = report.row(tag)
         for line in out.splitlines():
             name, topic, value = line.split()
             if name not in names:
                 continue
             page = (
-                row["mean"][names[name]]
+                row.mean[names[name]]
                 if topic == "all"
-                else row["per_topic"][topic][measures.index(names[name])]
+                else row.per_topic[topic][measures.index(names[name])]
             )
             assert page == pytest.approx(float(value), abs=1e-4), (tag, name, topic)

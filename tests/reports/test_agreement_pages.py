@@ -234,7 +234,7 @@ class TestCountsFromTheDatabase:
         the figures and intervals equal pairwise_agreement on the judgments themselves."""
         import random
 
-        from qrels import runscores
+        from qrels import agreement_data
         from qrels.agreement import pairwise_agreement
         from tests.factories import make_topics
 
@@ -250,7 +250,7 @@ class TestCountsFromTheDatabase:
             }
             judge(campaign, name, [(t, d, label) for (t, d), label in given.items()])
             verdicts[name] = given
-        data = runscores.agreement_data(campaign=campaign, binary=binary, bootstrap=300)
+        data = agreement_data.agreement_data(campaign=campaign, binary=binary, bootstrap=300)
         direct = pairwise_agreement(
             verdicts, labels=[0, 1, 2], threshold=1, binary=binary, bootstrap=300
         )

@@ -16,7 +16,7 @@ from django.urls import reverse
 from campaigns.members import add_member
 from campaigns.models import Job, Upload, UploadChunk
 from pooling.models import RunTopic
-from qrels import evaluation, runscores
+from qrels import evaluation, queries, runscores
 from qrels.policies import campaign_qrels
 from tests.conftest import HAS_BROKER, wait_for_job
 from tests.factories import make_run, small_campaign
@@ -139,7 +139,7 @@ class TestWhoMaySee:
 
 class TestScores:
     def test_the_stored_runs_read_back_exactly(self, campaign, scored):
-        fast = runscores.stored_runs(runs=campaign.runs.all())
+        fast = queries.stored_runs(runs=campaign.runs.all())
         assert fast == runs_from_db(campaign)
 
     def test_runs_are_read_and_scored_a_batch_at_a_time_with_the_same_scores(
@@ -148,13 +148,13 @@ class TestScores:
         source = runscores.QrelsSource(policy="max")
         whole = runscores.evaluation_report(campaign=campaign, source=source)
         reads = []
-        read = runscores.stored_runs
-        monkeypatch.setattr(runscores, "stored_runs", lambda **kw: reads.append(kw) or read(**kw))
-        monkeypatch.setattr(runscores, "BATCH_DOCUMENTS", 1)  # one run a batch
+        read = queries.stored_runs
+        monkeypatch.setattr(queries, "stored_runs", lambda **kw: reads.append(kw) or read(**kw))
+        monkeypatch.setattr(queries, "BATCH_DOCUMENTS", 1)  # one run a batch
         batched = runscores.evaluation_report(campaign=campaign, source=source)
         assert [len(kw["runs"]) for kw in reads] == [1] * campaign.runs.count()
         for key in ("runs", "measures", "topics", "judged_at_10"):
-            assert batched[key] == whole[key]
+            assert getattr(batched, key) == getattr(whole, key)
 
     @pytest.mark.parametrize("policy", ["majority", "max", "min"])
     def test_scores_equal_pytrec_evals_to_four_decimals(
@@ -474,7 +474,7 @@ class TestBigCampaignsRunAsJobs:
             params={
                 "report": "pool_bias",
                 "key": json.dumps({"report": "pool_bias", "options": options}, sort_keys=True),
-                "fingerprint": runscores.fingerprint(campaign),
+                "fingerprint": queries.fingerprint(campaign),
             },
         )
         page = client.get(url("pool_bias", campaign)).content.decode()

@@ -136,5 +136,5 @@ def test_the_page_shows_the_inferred_measures_their_intervals_and_why(
     assert sorted_by.context["sort"] == "infNDCG"
     # Every judged pair (no pool): trec_eval's measures as before, no inferred note.
     plain = client.get(page)
-    assert plain.context["report"]["measures"][0] == "AP"
+    assert plain.context["report"].measures[0] == "AP"
     assert "weighting each stratum" not in plain.content.decode()

@@ -117,7 +117,9 @@ class TableLock:
             with connection.cursor() as cursor:
                 cursor.execute(
                     "SELECT a.pid, a.query FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
-                    "WHERE l.relation = %s::regclass AND NOT l.granted",
+                    "WHERE l.relation = %s::regclass AND NOT l.granted "
+                    # Test databases run side by side (pytest -n): only this one's waiters.
+                    "AND a.datname = current_database()",
                     [self.table],
                 )
                 rows = cursor.fetchall()

@@ -4,7 +4,6 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from campaigns.cli import get_campaign
-from pooling.models import Pool
 from pooling.pools import PLANNER_DEPTHS, plan
 
 
@@ -38,7 +37,7 @@ class Command(BaseCommand):
             depths = [int(d) for d in options["depths"].split(",") if d.strip()]
         except ValueError:
             raise CommandError("--depths takes comma-separated whole numbers.") from None
-        pools = campaign.pools.filter(status=Pool.Status.BUILT)
+        pools = campaign.pools.built()
         pool = (pools.filter(version=options["pool"]) if options["pool"] else pools).first()
         if options["pool"] and pool is None:
             raise CommandError(f"No built pool v{options['pool']} in {slug}.")

@@ -28,7 +28,6 @@ from pooling.adjudication import (
     gain_curve,
     leave_one_run_out,
 )
-from pooling.models import Pool
 from pooling.stopping import DEFAULT_METHOD, METHODS
 from qrels.formats import read_qrels_file
 
@@ -65,7 +64,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, slug: str, **options) -> None:
         campaign = get_campaign(slug)
-        pools = campaign.pools.filter(status=Pool.Status.BUILT)
+        pools = campaign.pools.built()
         if options["pool"] is not None:
             pools = pools.filter(version=options["pool"])
         pool = pools.order_by("-version").first()

@@ -43,7 +43,7 @@ class Command(BaseCommand):
         plan = json.loads((DEMO_DIR / "overlap.json").read_text())
         assessors = {name: ensure_account(name) for name in plan["assessors"]}
         campaign = Campaign.objects.filter(slug=SLUG).first()
-        if campaign is None or not campaign.pools.filter(status=Pool.Status.BUILT).exists():
+        if campaign is None or not campaign.pools.built().exists():
             campaign = self._build(organiser, assessors, plan)
         elif not Assignment.objects.filter(campaign=campaign).exists():
             self._assign(campaign, assessors, plan)
@@ -107,7 +107,7 @@ class Command(BaseCommand):
                 user=organiser,
             )
             self.stdout.write("  " + summary.message())
-        pool = campaign.pools.filter(status=Pool.Status.BUILT).first()
+        pool = campaign.pools.built().first()
         if pool is None:
             pool = self._build_pool(campaign, organiser, plan["depth"])
         self._assign(campaign, assessors, plan)
@@ -143,7 +143,7 @@ class Command(BaseCommand):
         return pool
 
     def _assign(self, campaign: Campaign, assessors, plan) -> None:
-        pool = campaign.pools.filter(status=Pool.Status.BUILT).order_by("version").first()
+        pool = campaign.pools.built().order_by("version").first()
         overlap = set(plan["overlap_topics"])
         names = list(plan["primary"])
         with transaction.atomic():

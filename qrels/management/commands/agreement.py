@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-import json
-
 from django.core.management.base import BaseCommand, CommandError
 
 from campaigns.cli import get_campaign
 from qrels import agreement
-from qrels.runscores import BOOTSTRAP, agreement_data, agreement_json
+from qrels.agreement_data import BOOTSTRAP, agreement_data
 
 
 def _f(value: float | None, digits: int = 3) -> str:
@@ -77,7 +75,7 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         if options["json"]:
-            self.stdout.write(json.dumps(agreement_json(data), indent=1, ensure_ascii=False))
+            self.stdout.write(data.to_json())  # ends with a newline: nothing added
             return
         self._text(campaign, data)
 

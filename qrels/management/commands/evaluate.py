@@ -12,14 +12,8 @@ from qrels.evaluation import MEASURES
 from qrels.formats import CONFLICT_POLICIES
 from qrels.management.commands.agreement import table
 from qrels.policies import POLICIES, PolicyConflict
-from qrels.runscores import (
-    QrelsSource,
-    evaluation_report,
-    explicit_report,
-    parse_upload,
-    ranked,
-    stability_report,
-)
+from qrels.reports import EvaluationReport, EvaluationRow, StabilityReport
+from qrels.runscores import QrelsSource, evaluation_report, parse_upload, stability_report
 from qrels.sampled import DEFAULT_MEASURES
 
 SHOWN_SWAPS = 20
@@ -135,7 +129,7 @@ class Command(BaseCommand):
                     campaign=campaign,
                     first=source,
                     second=other,
-                    measure=report["measures"][0],
+                    measure=report.measures[0],
                     common_topics=options["common_topics"],
                     uploaded=uploads,
                 )
@@ -151,79 +145,82 @@ class Command(BaseCommand):
         finally:
             progress.close()
         if options["json"]:
-            out = {"evaluation": explicit_report(report), "comparison": comparison}
+            out = {
+                "evaluation": report.to_dict(per_topic_by_measure=True),
+                "comparison": comparison.to_dict() if comparison else None,
+            }
             self.stdout.write(json.dumps(out, indent=1, ensure_ascii=False))
             return
         self._text(report, comparison)
 
-    def _text(self, report: dict, comparison: dict | None) -> None:
+    def _text(self, report: EvaluationReport, comparison: StabilityReport | None) -> None:
         out = self.stdout.write
-        q = report["qrels"]
+        q = report.qrels
         out(
-            f"Qrels: {q['description']}: {q['topics']} topics, {q['verdicts']:,} judged pairs "
-            f"({q['relevant']:,} relevant from label {report['threshold']})"
-            + (f", {q['unjudged']:,} pooled but unjudged (-1)" if q["unjudged"] else "")
+            f"Qrels: {q.description}: {q.topics} topics, {q.verdicts:,} judged pairs "
+            f"({q.relevant:,} relevant from label {report.threshold})"
+            + (f", {q.unjudged:,} pooled but unjudged (-1)" if q.unjudged else "")
             + "."
         )
-        if q["topics_not_in_campaign"]:
+        if q.topics_not_in_campaign:
             out(
-                f"  {len(q['topics_not_in_campaign'])} qrels topics are not campaign topics: "
+                f"  {len(q.topics_not_in_campaign)} qrels topics are not campaign topics: "
                 "every run scores 0 on them."
             )
-        for pool in report["pools"]:
-            share = f" ({pool['judged_share']:.0%})" if pool["judged_share"] is not None else ""
+        for pool in report.pools:
+            share = f" ({pool.judged_share:.0%})" if pool.judged_share is not None else ""
             out(
-                f"Pool v{pool['version']}: {pool['description']}, from {len(pool['runs'])} runs; "
-                f"{pool['judged']:,} of {pool['size']:,} pairs judged{share}."
+                f"Pool v{pool.version}: {pool.description}, from {len(pool.runs)} runs; "
+                f"{pool.judged:,} of {pool.size:,} pairs judged{share}."
             )
-        judged = report["judged_at_10"]
-        if judged["mean"] is not None:
+        judged = report.judged_at_10
+        if judged.mean is not None:
             out(
-                f"Top 10 judged: {judged['mean']:.0%} on average over the runs "
-                f"(lowest {judged['lowest']:.0%})."
+                f"Top 10 judged: {judged.mean:.0%} on average over the runs "
+                f"(lowest {judged.lowest:.0%})."
             )
         out(
-            f"Means over all {len(report['topics'])} qrels topics (trec_eval -c); "
-            f"runs best first by {report['measures'][0]}."
+            f"Means over all {len(report.topics)} qrels topics (trec_eval -c); "
+            f"runs best first by {report.measures[0]}."
         )
-        measures = report["measures"]
-        inferred = report.get("inferred")
+        measures = report.measures
+        inferred = report.inferred
         if inferred:
-            if inferred["why"]:
-                out(inferred["why"])
-            if inferred["warning"]:
-                out(f"Warning: {inferred['warning']}")
+            if inferred.why:
+                out(inferred.why)
+            if inferred.warning:
+                out(f"Warning: {inferred.warning}")
         rows = [
-            [row["run"], f"{row['topics_answered']}"]
+            [row.run, f"{row.topics_answered}"]
             + [_value(row, m) for m in measures]
-            + [f"{row['unjudged_at_10']:.0%}" + (" !" if row["unjudged_at_10"] >= 0.1 else "")]
-            for row in ranked(report["runs"], measures[0])
+            + [f"{row.unjudged_at_10:.0%}" + (" !" if row.warn else "")]
+            for row in report.ranked(measures[0])
         ]
         out("")
         for line in table(["run", "topics", *measures, "unjudged@10"], rows, numeric_from=1):
             out(line)
-        if any(row["unjudged_at_10"] >= 0.1 for row in report["runs"]):
+        if any(row.warn for row in report.runs):
             out("\n! 10% or more of the run's top 10 unjudged: its scores need a caveat.")
         if comparison is not None:
-            tau = comparison["tau"]
+            tau = comparison.tau
             out(
-                f"\nRanking by {comparison['measure']} under "
-                f"{comparison['qrels']['first']['description']} against "
-                f"{comparison['qrels']['second']['description']}:"
+                f"\nRanking by {comparison.measure} under "
+                f"{comparison.qrels.first.description} against "
+                f"{comparison.qrels.second.description}:"
             )
             out(
                 f"Kendall's tau {'-' if tau is None else f'{tau:.4f}'}: "
-                f"{comparison['swapped']} of {comparison['pairs']} pairs of runs swapped."
+                f"{comparison.swapped} of {comparison.pairs} pairs of runs swapped."
             )
-            for a, b in comparison["swapped_pairs"][:SHOWN_SWAPS]:
+            for a, b in comparison.swapped_pairs[:SHOWN_SWAPS]:
                 out(f"  {a} above {b} under the first, below under the second")
-            if comparison["swapped"] > SHOWN_SWAPS:
-                out(f"  … and {comparison['swapped'] - SHOWN_SWAPS:,} more (see --json)")
+            if comparison.swapped > SHOWN_SWAPS:
+                out(f"  … and {comparison.swapped - SHOWN_SWAPS:,} more (see --json)")
 
 
-def _value(row: dict, measure: str) -> str:
+def _value(row: EvaluationRow, measure: str) -> str:
     """A mean, with its 95 % interval where the report has one (the inferred measures)."""
-    interval = row.get("intervals", {}).get(measure)
+    interval = (row.intervals or {}).get(measure)
     if interval is None:
-        return f"{row['mean'][measure]:.4f}"
-    return f"{row['mean'][measure]:.4f} [{interval[0]:.4f}, {interval[1]:.4f}]"
+        return f"{row.mean[measure]:.4f}"
+    return f"{row.mean[measure]:.4f} [{interval[0]:.4f}, {interval[1]:.4f}]"

@@ -6,7 +6,6 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from campaigns.cli import StderrProgress, get_campaign
-from pooling.models import Pool
 from qrels.export import ExportError, bundle_name, export_bundle, use_snapshot
 from qrels.policies import POLICIES, UNJUDGED, PolicyConflict, default_policy
 
@@ -74,11 +73,7 @@ class Command(BaseCommand):
         if options["pool"] is not None:
             pool = campaign.pools.filter(version=options["pool"]).first()
             if pool is None:
-                versions = list(
-                    campaign.pools.filter(status=Pool.Status.BUILT).values_list(
-                        "version", flat=True
-                    )
-                )
+                versions = list(campaign.pools.built().values_list("version", flat=True))
                 raise CommandError(
                     f"Campaign {slug!r} has no pool v{options['pool']}; built pools: "
                     + (", ".join(f"v{v}" for v in versions) or "none")

@@ -15,7 +15,6 @@ from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 from campaigns import jobs
 from campaigns.access import get_campaign_for
 from campaigns.models import Campaign
-from qrels.export import bundle_name
 from qrels.forms import ExportForm
 from qrels.models import Export, ExportChunk
 from qrels.tasks import export_task
@@ -49,6 +48,10 @@ def export_page(request: HttpRequest, slug: str) -> HttpResponse:
     if request.method == "POST":
         form = ExportForm(request.POST, campaign=campaign)
         if form.is_valid():
+            # Here, not at the top: the export module loads numpy (its agreement summary), which
+            # a web process should not hold for every page (tests/architecture).
+            from qrels.export import bundle_name
+
             with transaction.atomic():
                 export = Export.objects.create(
                     campaign=campaign,

@@ -1,0 +1,562 @@
+"""Reading the judgments behind qrels and sidecars: one query per purpose, rows in qrels order,
+the same SQL and the same values on every database.
+
+A :class:`Scope` says which judgments count (``scope()`` checks it against the campaign). The
+queries here return typed rows (:class:`JudgmentRow` for resolving labels, :class:`SidecarRow`
+for the export's sidecar too), sorted by topic id, document id and assessor, in code-point
+order whatever the database's locale.
+
+Every value of a row is text in PostgreSQL's COPY text format, NULL written as the empty
+string: text backslash-escaped (:func:`unescape` undoes it), integers in decimal, floats as
+PostgreSQL writes them (the shortest text that reads back the same; ``NaN``, ``Infinity``),
+booleans ``t``/``f``, timestamps in UTC as ``2025-03-01 09:00:00.25+00`` (the fraction without
+trailing zeros). On PostgreSQL the rows stream through ``COPY (SELECT …) TO STDOUT`` and reach
+Python as that text already; elsewhere a cursor is read and each value converted to the same
+text (``as_*``). So one formatter (:mod:`qrels.sidecar`) and one resolver
+(:mod:`qrels.policies`) serve every database, and the bytes of an export do not depend on it.
+"""
+
+# The SQL here is assembled from table names (quoted by Django) and fixed fragments; every value
+# travels as a query parameter.
+# ruff: noqa: S608
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC
+from functools import partial
+from typing import NamedTuple
+
+from django.db import connection
+
+from assess.models import Assignment
+from campaigns.models import Assessor, Campaign, Judgment, Topic
+from pooling.models import Pool, PoolEntry
+
+NULL = ""
+FETCH_ROWS = 4096  # rows per cursor fetch (the portable path)
+COPY_ROWS = 4096  # COPY messages joined and split at once (the PostgreSQL path)
+COPY_ESCAPES = str.maketrans(
+    {"\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+)
+_UNESCAPES = {"\\": "\\", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+
+
+def postgresql_fast_path() -> bool:
+    """Whether the database is PostgreSQL: the one place ``qrels`` asks (issue 17).
+
+    There, rows stream through ``COPY … TO STDOUT`` (psycopg's ``cursor.copy``) instead of a
+    cursor, text sorts with the "C" collation (code-point order: SQLite's default BINARY
+    collation compares UTF-8 bytes, which is that order already), and an export can read one
+    REPEATABLE READ snapshot (SQLite transactions are serialised anyway). The SQL, the values
+    of the rows and everything made from them are the same on every database."""
+    return connection.vendor == "postgresql"
+
+
+# --- Which judgments count -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The judgments and pooled pairs an export or report reads. Build it with :func:`scope`."""
+
+    campaign: Campaign
+    include_imported: bool = True
+    assessors: frozenset[str] | None = None
+    pool: Pool | None = None  # restricts the pairs to this pool
+    pools: tuple[Pool, ...] = ()  # the pooled pairs come from these (the pool, or all built)
+    assessor_ids: tuple[int, ...] | None = field(default=None, compare=False)
+
+
+def scope(
+    *,
+    campaign: Campaign,
+    include_imported: bool = True,
+    assessors: Collection[str] | None = None,
+    pool: Pool | None = None,
+) -> Scope:
+    """Check the options against the campaign. Raises ValueError naming an unknown assessor, a
+    pool of another campaign or a pool that is not built."""
+    ids = None
+    names = None
+    if assessors is not None:
+        names = frozenset(assessors)
+        known = dict(
+            Assessor.objects.filter(campaign=campaign, name__in=names).values_list("name", "pk")
+        )
+        unknown = sorted(names - known.keys())
+        if unknown:
+            raise ValueError(f"No assessor named {', '.join(map(repr, unknown))} in this campaign.")
+        ids = tuple(sorted(known.values()))
+    if pool is not None:
+        if pool.campaign_id != campaign.pk:
+            raise ValueError(f"Pool {pool} belongs to another campaign.")
+        if pool.status != Pool.Status.BUILT:
+            raise ValueError(f"Pool v{pool.version} is {pool.get_status_display().lower()}.")
+        pools: tuple[Pool, ...] = (pool,)
+    else:
+        pools = tuple(campaign.pools.built().order_by("version"))
+    return Scope(campaign, include_imported, names, pool, pools, ids)
+
+
+# --- Rows ----------------------------------------------------------------------------------------
+
+
+class JudgmentRow(NamedTuple):
+    """What resolving a pair's label needs, one current verdict (COPY text, see above)."""
+
+    topic: str
+    docid: str
+    label: str  # empty: a pooled pair nobody in the scope judged (no judgment behind the row)
+    assessor_id: str
+    pseudonym: str
+    first_judged_at: str
+    pool: str  # the latest pool version holding the pair; empty when none does
+    assessor: str  # the name the export shows: pseudonym, imported source's name, or login
+
+
+class SidecarRow(NamedTuple):
+    """A :class:`JudgmentRow` (the same first eight fields) with the rest of the judgment, as
+    the sidecar writes it (:mod:`qrels.sidecar`)."""
+
+    topic: str
+    docid: str
+    label: str
+    assessor_id: str
+    pseudonym: str
+    first_judged_at: str
+    pool: str
+    assessor: str
+    source: str
+    iteration: str
+    rubric_version: str
+    revisions: str
+    position: str
+    served_at: str
+    judged_at: str
+    seconds_on_screen: str
+    active_seconds: str
+    stratum: str
+    inclusion_probability: str
+    unreadable: str
+    unsure: str
+    note: str
+
+
+def unescape(text: str) -> str:
+    """Undo COPY-text escaping (``\\\\ \\t \\n \\r \\b \\f \\v``)."""
+    if "\\" not in text:
+        return text
+    out = []
+    chars = iter(text)
+    for char in chars:
+        if char == "\\":
+            following = next(chars, "")
+            out.append(_UNESCAPES.get(following, following))
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+# Converters: a value read through a cursor as the COPY text PostgreSQL would have sent.
+
+
+def as_text(value) -> str:
+    return NULL if value is None else str(value).translate(COPY_ESCAPES)
+
+
+def as_int(value) -> str:
+    return NULL if value is None else str(value)
+
+
+def pg_float(value: float) -> str:
+    """A float as PostgreSQL writes it: the shortest text that reads back to the same value,
+    without a trailing ``.0``; NaN and Infinity spelled its way."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    text = repr(value)
+    return text[:-2] if text.endswith(".0") else text
+
+
+def as_float(value) -> str:
+    return NULL if value is None else pg_float(float(value))
+
+
+def as_flag(value) -> str:
+    return NULL if value is None else ("t" if value else "f")
+
+
+def as_timestamp(value) -> str:
+    """A timestamp read through a cursor (SQLite's stored text, or a datetime) as PostgreSQL
+    writes a timestamptz in UTC: ``2025-03-01 09:00:00.25+00``."""
+    if value is None:
+        return NULL
+    if not isinstance(value, str):  # a datetime (PostgreSQL, or a SQLite converter)
+        if value.tzinfo is not None:
+            value = value.astimezone(UTC).replace(tzinfo=None)
+        value = str(value)
+    text = value[:26].replace("T", " ")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text + "+00"
+
+
+def iso_timestamp(text: str) -> str:
+    """A row's timestamp as ISO 8601 with Z: ``2025-03-01T09:00:00.25Z``."""
+    return text[:10] + "T" + text[11:-3] + "Z"
+
+
+def sortable_timestamp(text: str) -> str:
+    """A row's timestamp with all six fraction digits, so that text order is time order."""
+    text = text[:-3]
+    if "." not in text:
+        return text + ".000000"
+    return text.ljust(26, "0")
+
+
+_JUDGMENT_CONVERTERS = (as_text, as_text, as_int, as_int, as_text, as_timestamp, as_int, as_text)
+_SIDECAR_CONVERTERS = (
+    *_JUDGMENT_CONVERTERS,
+    as_text,  # source
+    as_text,  # iteration
+    as_int,  # rubric_version
+    as_int,  # revisions
+    as_int,  # position
+    as_timestamp,  # served_at
+    as_timestamp,  # judged_at
+    as_float,  # seconds_on_screen
+    as_float,  # active_seconds
+    as_int,  # stratum
+    as_float,  # inclusion_probability
+    as_flag,  # unreadable
+    as_flag,  # unsure
+    as_text,  # note
+)
+
+
+# --- Queries -------------------------------------------------------------------------------------
+
+
+def _t(model) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+def _collate(expression: str) -> str:
+    return f'{expression} COLLATE "C"' if postgresql_fast_path() else expression
+
+
+def _placeholders(values: Sequence) -> str:
+    return ", ".join(["%s"] * len(values))
+
+
+def _judgment_filter(s: Scope, j: str, a: str) -> tuple[str, list]:
+    """WHERE conditions (joined with AND) selecting the scope's judgments, aliases j and a."""
+    sql = [f"{j}.campaign_id = %s"]
+    params: list = [s.campaign.pk]
+    if not s.include_imported:
+        sql.append(f"{a}.kind = %s")
+        params.append(Assessor.Kind.PERSON.value)
+    if s.assessor_ids is not None:
+        if not s.assessor_ids:
+            sql.append("1 = 0")
+        else:
+            sql.append(f"{j}.assessor_id IN ({_placeholders(s.assessor_ids)})")
+            params.extend(s.assessor_ids)
+    return " AND ".join(sql), params
+
+
+def _pool_join(s: Scope, j: str) -> tuple[str, list, dict[str, str]]:
+    """(JOIN clause, params, column expressions) attaching to each judgment its entry in the
+    scope's pools: the latest pool version holding the pair. An inner join restricts the rows
+    to the pool when the scope has one. The expressions are ``pool`` (the version),
+    ``stratum`` and ``inclusion_probability``."""
+    if not s.pools:
+        return "", [], {"pool": "NULL", "stratum": "NULL", "inclusion_probability": "NULL"}
+    entry = _t(PoolEntry)
+    kind = "JOIN" if s.pool is not None else "LEFT JOIN"
+    columns = {"stratum": "pe.stratum", "inclusion_probability": "pe.inclusion_probability"}
+    if len(s.pools) == 1:
+        (pool,) = s.pools
+        clause = (
+            f" {kind} {entry} pe ON pe.pool_id = %s AND pe.topic_id = {j}.topic_id "
+            f"AND pe.doc_id = {j}.doc_id"
+        )
+        columns["pool"] = f"CASE WHEN pe.id IS NULL THEN NULL ELSE {int(pool.version)} END"
+        return clause, [pool.pk], columns
+    ids = [pool.pk for pool in s.pools]
+    clause = (
+        f" {kind} (SELECT e.topic_id, e.doc_id, e.stratum, e.inclusion_probability, "
+        "p.version, ROW_NUMBER() OVER (PARTITION BY e.topic_id, e.doc_id "
+        "ORDER BY p.version DESC) AS rn "
+        f"FROM {entry} e JOIN {_t(Pool)} p ON p.id = e.pool_id "
+        f"WHERE e.pool_id IN ({_placeholders(ids)})) pe "
+        f"ON pe.rn = 1 AND pe.topic_id = {j}.topic_id AND pe.doc_id = {j}.doc_id"
+    )
+    columns["pool"] = "pe.version"
+    return clause, ids, columns
+
+
+def _sidecar_columns(c: dict[str, str]) -> list[str]:
+    """The expressions of SidecarRow's fields after the first eight."""
+    return [
+        "j.source",
+        "j.iteration",
+        c["rubric_version"],
+        "j.version",
+        "j.position",
+        "j.served_at",
+        "j.judged_at",
+        "j.seconds_on_screen",
+        "j.active_seconds",
+        c["stratum"],
+        c["inclusion_probability"],
+        "j.unreadable",
+        "j.unsure",
+        "j.note",
+    ]
+
+
+def judgment_rows_sql(
+    s: Scope,
+    *,
+    usernames: bool = False,
+    pooled_unjudged: bool = False,
+    sidecar: bool = False,
+) -> tuple[str, list]:
+    """The query behind :func:`judgment_rows` (or, with ``sidecar``, :func:`sidecar_rows`): the
+    scope's judgments sorted by topic id, document id and assessor; with ``pooled_unjudged``,
+    also one row per pooled pair nobody in the scope judged, with NULL in every other column.
+
+    Assessors are named by pseudonym, imported sources by their name (they are files, not
+    people); with ``usernames``, everyone by name."""
+    judgment, topic, assessor = _t(Judgment), _t(Topic), _t(Assessor)
+    where, where_params = _judgment_filter(s, "j", "a")
+    join, join_params, columns = _pool_join(s, "j")
+    if usernames:
+        display = "a.name"
+    else:
+        imported = Assessor.Kind.IMPORTED.value  # a constant of the code, not user input
+        display = f"(CASE WHEN a.kind = '{imported}' THEN a.name ELSE a.pseudonym END)"
+    # A campaign has a handful of rubric versions: their numbers as constants, not a join.
+    numbers = list(s.campaign.rubric_versions.values_list("pk", "number"))
+    columns["rubric_version"] = (
+        "CASE j.rubric_version_id "
+        + " ".join(f"WHEN {int(pk)} THEN {int(number)}" for pk, number in numbers)
+        + " END"
+        if numbers
+        else "NULL"
+    )
+    extras = _sidecar_columns(columns) if sidecar else []
+    select = ", ".join(
+        [
+            f"{_collate('t.topic_id')} AS topic",
+            f"{_collate('j.doc_id')} AS docid",
+            "j.label AS label",
+            "j.assessor_id AS assessor_id",
+            "a.pseudonym AS pseudonym",
+            "j.first_judged_at AS first_judged_at",
+            f"{columns['pool']} AS pool",
+            f"{_collate(display)} AS assessor",
+            *(f"{expression} AS extra{i}" for i, expression in enumerate(extras)),
+        ]
+    )
+    select = (
+        f"SELECT {select} FROM {judgment} j JOIN {topic} t ON t.id = j.topic_id "
+        f"JOIN {assessor} a ON a.id = j.assessor_id "
+        f"{join} WHERE {where}"
+    )
+    params = join_params + where_params
+    if pooled_unjudged and s.pools:
+        entry = _t(PoolEntry)
+        ids = [pool.pk for pool in s.pools]
+        inner_where, inner_params = _judgment_filter(s, "j2", "a2")
+        if len(s.pools) == 1:
+            version, version_params = str(int(s.pools[0].version)), []
+        else:
+            version = (
+                f"(SELECT MAX(p.version) FROM {entry} e2 JOIN {_t(Pool)} p ON p.id = e2.pool_id "
+                "WHERE e2.topic_id = pe.topic_id AND e2.doc_id = pe.doc_id "
+                f"AND e2.pool_id IN ({_placeholders(ids)}))"
+            )
+            version_params = ids
+        after = ", ".join(["NULL"] * (1 + len(extras)))  # assessor and the sidecar columns
+        select += (
+            f" UNION ALL SELECT {_collate('t.topic_id')}, {_collate('pe.doc_id')}, "
+            f"NULL, NULL, NULL, NULL, {version}, {after} "
+            f"FROM (SELECT DISTINCT topic_id, doc_id FROM {entry} "
+            f"WHERE pool_id IN ({_placeholders(ids)})) pe "
+            f"JOIN {topic} t ON t.id = pe.topic_id WHERE NOT EXISTS (SELECT 1 FROM {judgment} j2 "
+            f"JOIN {assessor} a2 ON a2.id = j2.assessor_id WHERE j2.topic_id = pe.topic_id "
+            f"AND j2.doc_id = pe.doc_id AND {inner_where})"
+        )
+        params += version_params + ids + inner_params
+    sql = f"SELECT * FROM ({select}) judgment_rows ORDER BY topic, docid, assessor"
+    return sql, params
+
+
+def judgment_rows(
+    s: Scope, *, usernames: bool = False, pooled_unjudged: bool = False
+) -> Iterator[JudgmentRow]:
+    """The scope's current verdicts as :class:`JudgmentRow`, in qrels order (see
+    :func:`judgment_rows_sql`). Memory stays bounded."""
+    sql, params = judgment_rows_sql(s, usernames=usernames, pooled_unjudged=pooled_unjudged)
+    for batch in read_batches(sql, params, JudgmentRow, _JUDGMENT_CONVERTERS):
+        yield from batch
+
+
+def sidecar_row_batches(
+    s: Scope,
+    *,
+    usernames: bool = False,
+    pooled_unjudged: bool = False,
+    use_copy: bool | None = None,
+) -> Iterator[list[SidecarRow]]:
+    """The scope's judgments as :class:`SidecarRow`, a few thousand at a time, in qrels order
+    (see :func:`judgment_rows_sql`). ``use_copy=False`` reads through a cursor on PostgreSQL
+    too (to compare the two ways)."""
+    sql, params = judgment_rows_sql(
+        s, usernames=usernames, pooled_unjudged=pooled_unjudged, sidecar=True
+    )
+    return read_batches(sql, params, SidecarRow, _SIDECAR_CONVERTERS, use_copy=use_copy)
+
+
+def read_batches(
+    sql: str,
+    params: Sequence,
+    row: Callable[..., tuple] | type[tuple],
+    converters: Sequence[Callable[[object], str]],
+    *,
+    use_copy: bool | None = None,
+) -> Iterator[list]:
+    """The rows of ``sql`` as ``row`` tuples of COPY text, a few thousand at a time.
+
+    On PostgreSQL through ``COPY (sql) TO STDOUT``: the server writes each value as text and
+    each line is split on its tabs, nothing else is parsed. Elsewhere (or with
+    ``use_copy=False``) a cursor is read and ``converters`` (one per column) make the same
+    text."""
+    make = partial(tuple.__new__, row)  # what row._make does, one call less per row
+    if use_copy is None:
+        use_copy = postgresql_fast_path()
+    if use_copy:
+        yield from _copy_batches(sql, params, make)
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        while batch := cursor.fetchmany(FETCH_ROWS):
+            yield [
+                make([convert(value) for convert, value in zip(converters, values, strict=True)])
+                for values in batch
+            ]
+
+
+def _copy_batches(sql: str, params: Sequence, make: Callable) -> Iterator[list]:
+    """PostgreSQL's fast path: one COPY, its messages (one line each) read through psycopg's
+    ``Copy`` iterator, joined and split ``COPY_ROWS`` lines at a time."""
+    connection.ensure_connection()
+    with (
+        connection.cursor() as cursor,
+        cursor.cursor.copy(f"COPY ({sql}) TO STDOUT (NULL '')", params) as copy,
+    ):
+        parts: list = []
+        for data in copy:
+            parts.append(data)
+            if len(parts) >= COPY_ROWS:
+                yield _split(parts, make)
+                parts = []
+        if parts:
+            yield _split(parts, make)
+
+
+def _split(parts: list, make: Callable) -> list:
+    text = b"".join(parts).decode()
+    return [make(line.split("\t")) for line in text[:-1].split("\n")]
+
+
+# --- Other reads ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Conflict:
+    topic_id: str
+    doc_id: str
+    labels: dict[str, int]  # assessor name -> label
+
+    def __str__(self) -> str:
+        given = ", ".join(f"{name}={label}" for name, label in self.labels.items())
+        return f"topic {self.topic_id} document {self.doc_id}: {given}"
+
+
+def find_conflicts(s: Scope) -> list[Conflict]:
+    """Every pair in the scope whose verdicts disagree, with each assessor's label (by name)."""
+    judgment, topic, assessor = _t(Judgment), _t(Topic), _t(Assessor)
+    where, params = _judgment_filter(s, "j", "a")
+    inner_where, inner_params = _judgment_filter(s, "j2", "a2")
+    in_pool = ""
+    pool_params: list = []
+    if s.pool is not None:
+        in_pool = (
+            f" AND EXISTS (SELECT 1 FROM {_t(PoolEntry)} pe WHERE pe.pool_id = %s "
+            "AND pe.topic_id = j.topic_id AND pe.doc_id = j.doc_id)"
+        )
+        pool_params = [s.pool.pk]
+    sql = (
+        f"SELECT {_collate('t.topic_id')} AS topic, {_collate('j.doc_id')} AS doc, "
+        f"a.name AS name, j.label FROM {judgment} j JOIN {topic} t ON t.id = j.topic_id "
+        f"JOIN {assessor} a ON a.id = j.assessor_id WHERE {where} AND j.label >= 0{in_pool} "
+        f"AND EXISTS (SELECT 1 FROM {judgment} j2 JOIN {assessor} a2 ON a2.id = j2.assessor_id "
+        f"WHERE j2.topic_id = j.topic_id AND j2.doc_id = j.doc_id AND j2.label >= 0 "
+        f"AND j2.label <> j.label AND {inner_where}) "
+        f"ORDER BY topic, doc, {_collate('a.name')}"
+    )
+    conflicts: list[Conflict] = []
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params + pool_params + inner_params)
+        for topic_id, doc_id, name, label in cursor.fetchall():
+            if conflicts and (conflicts[-1].topic_id, conflicts[-1].doc_id) == (topic_id, doc_id):
+                conflicts[-1].labels[name] = label
+            else:
+                conflicts.append(Conflict(topic_id, doc_id, {name: label}))
+    return conflicts
+
+
+def primary_assessors(campaign: Campaign, pool: Pool | None = None) -> dict[str, list[str]]:
+    """topic id -> ids (as strings) of the topic's primary assessors, preferred first: active
+    assignments before withdrawn ones, ``pool``'s assignments first, then the most recent."""
+    rows = (
+        Assignment.objects.filter(campaign=campaign, mode=Assignment.Mode.PRIMARY)
+        .values_list("topics__topic_id", "assessor_id", "active", "pool_id", "created_at", "pk")
+        .order_by()
+    )
+    ranked: dict[str, list[tuple]] = {}
+    for topic_id, assessor_id, active, pool_id, created_at, pk in rows:
+        if topic_id is None:
+            continue
+        preferred = pool is not None and pool_id == pool.pk
+        key = (not active, not preferred, -created_at.timestamp(), -pk)
+        ranked.setdefault(topic_id, []).append((key, str(assessor_id)))
+    result = {}
+    for topic_id, entries in ranked.items():
+        ordered: list[str] = []
+        for _, assessor_id in sorted(entries):
+            if assessor_id not in ordered:
+                ordered.append(assessor_id)
+        result[topic_id] = ordered
+    return result
+
+
+def use_snapshot() -> None:
+    """On PostgreSQL, make the current transaction REPEATABLE READ when it has not run a
+    statement yet, so that every file of a bundle reads the same snapshot of the judgments
+    (verdicts saved while an export runs land in the next one). Elsewhere, or once the
+    transaction has started, it does nothing: SQLite transactions are serialised anyway."""
+    if not postgresql_fast_path() or not connection.in_atomic_block:
+        return
+    connection.ensure_connection()
+    from psycopg.pq import TransactionStatus
+
+    if connection.connection.info.transaction_status == TransactionStatus.IDLE:
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")

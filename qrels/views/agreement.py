@@ -1,0 +1,263 @@
+"""The agreement pages: the kappa matrix of the chosen assessors with the group statistics, and
+one pair of assessors in detail; each also as CSV and JSON (qrels.reports.AgreementReport)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from campaigns.access import get_campaign_for
+from campaigns.models import Assessor, Campaign
+from qrels import report_plots
+from qrels.agreement_data import BOOTSTRAP, agreement_data
+from qrels.report_forms import AgreementForm
+from qrels.reports import AgreementReport
+from qrels.views.common import base, query_string, report_download
+
+if TYPE_CHECKING:
+    from qrels.agreement import PairAgreement
+
+# Seed 000 (Manning, Raghavan and Schuetze): above 0.8 good, 0.67 to 0.8 fair, below dubious.
+KAPPA_GOOD, KAPPA_FAIR = 0.8, 0.67
+
+
+def kappa_band(value: float | None) -> str:
+    if value is None:
+        return "none"
+    if value > KAPPA_GOOD:
+        return "good"
+    if value >= KAPPA_FAIR:
+        return "fair"
+    return "dubious"
+
+
+@login_required
+@require_GET
+def agreement_page(request: HttpRequest, slug: str) -> HttpResponse:
+    """The kappa matrix of the chosen assessors (graded or binary) and the group statistics;
+    ``?format=csv`` (every pair, overall and per topic) or ``json`` (everything, with the
+    confusion matrices and bootstrap intervals)."""
+    campaign = get_campaign_for(request, slug)
+    form = AgreementForm(request.GET or None, campaign=campaign)
+    valid = not form.is_bound or form.is_valid()
+    chosen = form.chosen() if valid else []
+    binary = form.binary() if valid else False
+    fmt = request.GET.get("format")
+    if fmt in ("csv", "json") and valid:
+        data = agreement_data(
+            campaign=campaign, assessors=chosen, binary=binary, bootstrap=BOOTSTRAP
+        )
+        return report_download(
+            data, stem=f"{campaign.slug}-agreement{'-binary' if binary else ''}", fmt=fmt
+        )
+    data = agreement_data(campaign=campaign, assessors=chosen, binary=binary)
+    context = {
+        **base(campaign, "agreement"),
+        "form": form,
+        "data": data,
+        **_matrix(data, slug=slug, pks={a.name: a.pk for a in form.known}),
+        "small_n": data.small_n,
+        "small_pairs": sum(1 for pair in data.pairs if pair.small_n),
+        "negative_pairs": [pair for pair in data.pairs if pair.negative],
+        "graded_scale": len(data.scale) > 2,
+        "csv_url": query_string(request, format="csv"),
+        "json_url": query_string(request, format="json"),
+    }
+    return render(request, "qrels/reports/agreement.html", context, status=200 if valid else 400)
+
+
+def _matrix(data: AgreementReport, *, slug: str, pks: dict[str, int]) -> dict[str, Any]:
+    """The kappa matrix (a row and a column per assessor) and the list of pairs, each pair
+    with its band and the link to its page."""
+
+    def url(a: str, b: str) -> str:
+        labels = "binary" if data.binary else "graded"
+        return reverse("qrels:agreement_pair", args=[slug, pks[a], pks[b]]) + f"?labels={labels}"
+
+    by_pair = {}
+    for pair in data.pairs:
+        by_pair[(pair.a, pair.b)] = by_pair[(pair.b, pair.a)] = pair
+    matrix = [
+        {
+            "name": name,
+            "kind": data.kinds.get(name),
+            "cells": [
+                {
+                    "self": name == other,
+                    "other": other,
+                    "pair": by_pair.get((name, other)),
+                    "band": kappa_band(by_pair[(name, other)].cohen_kappa)
+                    if (name, other) in by_pair
+                    else "none",
+                    "url": url(name, other),
+                }
+                for other in data.assessors
+            ],
+        }
+        for name in data.assessors
+    ]
+    pair_rows = [
+        {"pair": pair, "band": kappa_band(pair.cohen_kappa), "url": url(pair.a, pair.b)}
+        for pair in data.pairs
+    ]
+    return {"matrix": matrix, "pair_rows": pair_rows}
+
+
+@login_required
+@require_GET
+def agreement_pair(request: HttpRequest, slug: str, a: int, b: int) -> HttpResponse:
+    """Two assessors: their confusion matrix as a heat map, every kappa with its bootstrap
+    interval, the relevant-set overlap, and the same per topic."""
+    campaign = get_campaign_for(request, slug)
+    found = dict(
+        Assessor.objects.filter(campaign=campaign, pk__in=[a, b]).values_list("pk", "name")
+    )
+    if a == b or len(found) != 2:
+        raise Http404("No such pair of assessors.")
+    name_a, name_b = found[a], found[b]
+    binary = request.GET.get("labels") == "binary"
+    try:
+        data = agreement_data(
+            campaign=campaign, assessors=[name_a, name_b], binary=binary, bootstrap=BOOTSTRAP
+        )
+    except ValueError:  # one of them has no judgment yet: nothing in common
+        data = agreement_data(campaign=campaign, assessors=[], binary=binary)
+    pair = data.pairs[0] if data.pairs else None
+    fmt = request.GET.get("format")
+    if fmt in ("csv", "json"):
+        stem = f"{campaign.slug}-agreement-{a}-{b}{'-binary' if binary else ''}"
+        return report_download(data, stem=stem, fmt=fmt)
+    rubric = campaign.current_rubric()
+    names = {label.value: label.name for label in rubric.labels.all()} if rubric else {}
+    if binary:
+        names = {0: "not relevant", 1: "relevant"}
+    context = {
+        **base(campaign, "agreement"),
+        "a": {"pk": a, "name": name_a},
+        "b": {"pk": b, "name": name_b},
+        "pair": pair,
+        "binary": binary,
+        "data": data,
+        "graded_scale": len(data.scale) > 2,
+        "band": kappa_band(pair.cohen_kappa) if pair else "none",
+        "small_n": data.small_n,
+        "label_names": [(label, names.get(label, "")) for label in data.labels],
+        "heatmap": None,
+        "figures": [],
+        "topics": [],
+        "confusion_rows": [],
+        "column_totals": [],
+        "csv_url": query_string(request, format="csv"),
+        "json_url": query_string(request, format="json"),
+        "bootstrap": BOOTSTRAP,
+    }
+    if pair:
+        graded = not binary and len(data.labels) > 2
+        context.update(
+            _pair_details(campaign, pair, a=name_a, b=name_b, names=names, graded=graded)
+        )
+    return render(request, "qrels/reports/agreement_pair.html", context)
+
+
+def _pair_details(
+    campaign: Campaign,
+    pair: PairAgreement,
+    *,
+    a: str,
+    b: str,
+    names: dict[int, str],
+    graded: bool,
+) -> dict[str, Any]:
+    """The pair page's heat map, figures, per-topic rows and confusion table."""
+    return {
+        "heatmap": report_plots.confusion_heatmap(
+            pair.confusion, pair.labels, a=a, b=b, names=names
+        ),
+        "figures": _pair_figures(pair, graded=graded),
+        "topics": _topic_rows(campaign, pair),
+        "confusion_rows": [
+            {
+                "label": label,
+                "name": names.get(label, ""),
+                "cells": [{"count": c, "agree": i == j} for j, c in enumerate(row)],
+                "total": sum(row),
+            }
+            for i, (label, row) in enumerate(zip(pair.labels, pair.confusion, strict=True))
+        ],
+        "column_totals": [sum(column) for column in zip(*pair.confusion, strict=True)],
+    }
+
+
+FIGURES = [
+    (
+        "observed",
+        "Observed agreement",
+        "Share of the common pairs given the same label.",
+    ),
+    (
+        "cohen_kappa",
+        "Cohen's kappa",
+        "Agreement beyond chance, chance from each assessor's own label rates.",
+    ),
+    (
+        "pooled_kappa",
+        "Kappa, pooled marginals",
+        "The textbook's kappa (Manning et al. 8.5, Scott's pi): chance from one label rate "
+        "shared by both assessors, so a difference in their rates counts as disagreement.",
+    ),
+    (
+        "weighted_kappa_linear",
+        "Weighted kappa, linear",
+        "Partial credit for near misses: disagreement weighted by the distance between labels.",
+    ),
+    (
+        "weighted_kappa_quadratic",
+        "Weighted kappa, quadratic",
+        "As linear, weighted by the squared distance: far misses cost more.",
+    ),
+    (
+        "relevant_overlap",
+        "Relevant-set overlap",
+        "|A and B| / |A or B| of the pairs each called relevant (Voorhees' overlap).",
+    ),
+]
+
+
+def _pair_figures(pair: PairAgreement, *, graded: bool) -> list[dict[str, Any]]:
+    rows = []
+    for key, title, help_text in FIGURES:
+        if key.startswith("weighted") and not graded:
+            continue
+        ci = pair.ci.get(key)
+        rows.append(
+            {
+                "key": key,
+                "title": title,
+                "help": help_text,
+                "value": getattr(pair, key),
+                "low": ci[0] if ci else None,
+                "high": ci[1] if ci else None,
+                "band": kappa_band(getattr(pair, key)) if "kappa" in key else "",
+            }
+        )
+    return rows
+
+
+def _topic_rows(campaign: Campaign, pair: PairAgreement) -> list[dict[str, Any]]:
+    titles = dict(campaign.topics.values_list("topic_id", "title"))
+    return [
+        {
+            "topic": topic,
+            "title": titles.get(topic, ""),
+            "result": result,
+            "band": kappa_band(result.cohen_kappa),
+            "ci": result.ci.get("cohen_kappa"),
+            "agree": sum(result.confusion[i][i] for i in range(len(result.labels))),
+        }
+        for topic, result in pair.per_topic.items()
+    ]
