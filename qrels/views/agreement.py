@@ -200,7 +200,12 @@ def _pair_details(
     is the list of the pairs behind a count (a cell, a row, a column, a topic)."""
     return {
         "heatmap": report_plots.confusion_heatmap(
-            pair.confusion, pair.labels, a=a, b=b, names=names
+            pair.confusion,
+            pair.labels,
+            a=a,
+            b=b,
+            names=names,
+            links=lambda label_a, label_b: links(a_label=label_a, b_label=label_b),
         ),
         "figures": _pair_figures(pair, graded=graded),
         "topics": _topic_rows(campaign, pair, links=links),
@@ -319,6 +324,8 @@ def agreement_pairs(request: HttpRequest, slug: str, a: int, b: int) -> HttpResp
     if a == b or len(found) != 2:
         raise Http404("No such pair of assessors.")
     form = PairListForm(request.GET or None, campaign=campaign)
+    form.fields["a_label"].label = f"{found[a]}\N{RIGHT SINGLE QUOTATION MARK}s label"
+    form.fields["b_label"].label = f"{found[b]}\N{RIGHT SINGLE QUOTATION MARK}s label"
     valid = not form.is_bound or form.is_valid()
     cleaned = form.cleaned_data if form.is_bound and valid else {}
     binary = form.binary() if valid else False

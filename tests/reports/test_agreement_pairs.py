@@ -147,6 +147,11 @@ class TestEachCountListsItsPairs:
                     response = client.get(unescape(href))
                     assert response.context["page"].total == int(count), href
                     checked += 1
+            # The heat map's cells link too: each to the table's cell of the same labels.
+            heatmap = re.findall(r'<a href="([^"]*/pairs/[^"]*)" class="heatmap-link">', html)
+            assert sorted(heatmap) == sorted(
+                h for h, _ in links if "b_label" in h and "a_label" in h
+            )
         # graded: 9 non-zero cells, 3 rows, 3 columns, n twice, 3 topics; matrix n twice, list n
         assert checked > 30
 
