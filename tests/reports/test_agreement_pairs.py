@@ -5,11 +5,13 @@ pairs whatever their number, and is the organiser's alone."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from html import unescape
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from campaigns.models import Assessor, Judgment
@@ -289,3 +291,45 @@ class TestWhoMaySee:
         response = client.get(pairs_url(campaign, *judges))
         assert response.status_code == 302
         assert response["Location"].startswith(reverse("login"))
+
+
+class TestCommand:
+    """``manage.py disagreements``: the same pairs as the page, for a script."""
+
+    def run(self, *args) -> str:
+        out = io.StringIO()
+        call_command("disagreements", *args, stdout=out)
+        return out.getvalue()
+
+    def test_it_lists_the_disagreements_with_both_verdicts(self, campaign, judges):
+        data = json.loads(self.run(campaign.slug, "--assessors", "ann,ben", "--json"))
+        assert data["assessors"] == {"a": "ann", "b": "ben"}
+        got = [(p["topic"], p["doc_id"], p["a"]["label"], p["b"]["label"]) for p in data["pairs"]]
+        assert got == [row for row in shared() if row[2] != row[3]]
+        first = data["pairs"][0]
+        assert first["a"]["note"] == "ann-note-1-d2"
+        assert first["b"]["label_name"] == "Highly relevant"
+        assert first["distance"] == 1
+
+    def test_filters_and_text(self, campaign, judges):
+        text = self.run(campaign.slug, "--assessors", "ann,ben", "--distance", "2", "--topic", "1")
+        assert text.splitlines()[0] == "1 pair (ann / ben)."
+        assert "d3" in text
+        assert "unsure" in text
+        everything = json.loads(
+            self.run(campaign.slug, "--assessors", "ann,ben", "--distance", "0", "--json")
+        )
+        assert len(everything["pairs"]) == 9
+
+    @pytest.mark.parametrize(
+        ("args", "message"),
+        [
+            (["--assessors", "ann"], "Name two assessors"),
+            (["--assessors", "ann,zed"], "No assessor 'zed'"),
+            (["--assessors", "ann,ben", "--topic", "99"], "No topic '99'"),
+            (["--assessors", "ann,ben", "--distance", "-1"], "0 or more"),
+        ],
+    )
+    def test_bad_arguments_say_what_is_wrong(self, campaign, judges, args, message):
+        with pytest.raises(CommandError, match=message):
+            self.run(campaign.slug, *args)
