@@ -35,7 +35,7 @@ from campaigns.models import Assessor, Campaign, Judgment, Topic
 from pooling.models import Pool, PoolEntry
 
 NULL = ""
-FETCH_ROWS = 20_000  # rows per cursor fetch (the portable path)
+FETCH_ROWS = 4096  # rows per cursor fetch (the portable path)
 COPY_ROWS = 4096  # COPY messages joined and split at once (the PostgreSQL path)
 COPY_ESCAPES = str.maketrans(
     {"\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
