@@ -262,7 +262,7 @@ class TestPagesAndQueries:
             client.get(pairs_url(campaign, ann, ben, topic="1", distance=1))
         assert len(few.captured_queries) == len(small.captured_queries)
         pair_queries = [q for q in few.captured_queries if "judgment" in q["sql"].lower()]
-        assert len(pair_queries) <= 3  # the assessors' lookup, the paired page, its verdicts
+        assert len(pair_queries) == 2  # the paired, filtered, counted page; its verdicts
 
 
 # Session and user, campaign and role, the two assessors, the topics of the filter, the rubric
