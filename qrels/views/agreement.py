@@ -386,10 +386,6 @@ def agreement_pairs(request: HttpRequest, slug: str, a: int, b: int) -> HttpResp
         "next_url": query_string(request, page=str(number + 1)) if number < pages else "",
         "pair_url": reverse("qrels:agreement_pair", args=[slug, a, b])
         + f"?labels={'binary' if binary else 'graded'}",
-        "labels_url": {
-            "graded": query_string(request, labels="graded", page=None, a_label=None, b_label=None),
-            "binary": query_string(request, labels="binary", page=None, a_label=None, b_label=None),
-        },
     }
     return render(
         request, "qrels/reports/agreement_pairs.html", context, status=200 if valid else 400

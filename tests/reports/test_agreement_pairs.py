@@ -333,3 +333,22 @@ class TestCommand:
     def test_bad_arguments_say_what_is_wrong(self, campaign, judges, args, message):
         with pytest.raises(CommandError, match=message):
             self.run(campaign.slug, *args)
+
+
+def test_a_pairs_document_link_opens_a_document_past_the_previews_first(
+    client, organiser, campaign
+):
+    """The highlighting preview lists a topic's first documents; a pair's link may name a later
+    one, and it is the one shown."""
+    from assess.organiser import PREVIEW_DOCUMENTS
+
+    (topic,) = make_topics(campaign, ["1"])
+    ids = [f"d{i:04d}" for i in range(PREVIEW_DOCUMENTS + 5)]
+    make_documents(campaign, ids)
+    login(client, organiser)
+    url = reverse("assess:highlighting", args=[campaign.slug])
+    response = client.get(url, {"topic": topic.pk, "doc": ids[-1]})
+    assert response.context["document"].doc_id == ids[-1]
+    assert f"The text of document {ids[-1]}." in response.content.decode()
+    unknown = client.get(url, {"topic": topic.pk, "doc": "nope"})
+    assert unknown.context["document"].doc_id == ids[0]
