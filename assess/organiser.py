@@ -537,15 +537,22 @@ def highlighting(request: HttpRequest, slug: str) -> HttpResponse:
             documents = documents.filter(doc_id__in=pooled)
         doc_ids = list(documents.values_list("doc_id", flat=True)[:PREVIEW_DOCUMENTS])
         chosen = request.GET.get("doc", "")
-        chosen = chosen if chosen in doc_ids else (doc_ids[0] if doc_ids else None)
-        if chosen is not None:
+        # A document named by a link (the agreement pages' pairs) may lie past the preview's
+        # first documents: it is shown if the campaign has it.
+        if chosen:
             document = campaign.documents.filter(doc_id=chosen).first()
+        if document is None and doc_ids:
+            document = campaign.documents.filter(doc_id=doc_ids[0]).first()
     terms = topic_terms(topic.title, topic.description) if topic else None
     body = ""
     if document is not None:
         # Sanitised at import (nh3); marking adds only <mark> around escaped text.
         body = mark_safe(highlight_html(document.body_html, terms))
-    index = doc_ids.index(document.doc_id) if document is not None else -1
+    index = (
+        doc_ids.index(document.doc_id)
+        if document is not None and document.doc_id in doc_ids
+        else -1
+    )
     context = {
         "campaign": campaign,
         "topics": [(t, topic_terms(t.title, t.description).words) for t in topics],

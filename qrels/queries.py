@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Count, Exists, Max, OuterRef, Q, Sum
+from django.db.models import Count, Exists, Max, OuterRef, Q, Subquery, Sum
 
 from campaigns.models import Assessor, Campaign, Judgment, Label, Topic
 from pooling.models import Run, RunTopic
@@ -247,3 +248,166 @@ def scale_labels(campaign: Campaign, seen: Iterable[int] = ()) -> list[int]:
         )
     )
     return sorted(values | {label for label in seen if label >= 0})
+
+
+# --- The pairs behind an agreement count ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PairFilter:
+    """Which of the pairs two assessors both judged (labels >= 0, as the confusion matrix
+    counts them) to list: ``a_label``/``b_label`` pick a confusion cell (a row, a column or
+    one cell), ``topic`` a topic id, ``distance`` the pairs whose labels are at least that far
+    apart. With ``binary`` every label is first made 0 or 1 (1 from ``threshold``), as the
+    binary confusion matrix counts it."""
+
+    binary: bool = False
+    threshold: int = 1
+    a_label: int | None = None
+    b_label: int | None = None
+    topic: str | None = None
+    distance: int | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    label: int
+    name: str  # the label's name in the rubric version shown, else in the current one
+    note: str
+    unsure: bool
+    unreadable: bool
+    seconds_on_screen: float | None
+    active_seconds: float | None
+    judged_at: Any
+    source: str
+
+
+@dataclass(frozen=True)
+class JudgedPair:
+    topic_pk: int
+    topic: str
+    title: str
+    doc_id: str
+    a: Verdict
+    b: Verdict
+
+    @property
+    def distance(self) -> int:
+        return abs(self.a.label - self.b.label)
+
+
+@dataclass(frozen=True)
+class PairPage:
+    total: int  # pairs that pass the filter, on every page
+    pairs: list[JudgedPair]
+
+
+def pairs_both_judged(
+    *,
+    campaign: Campaign,
+    a: int,
+    b: int,
+    where: PairFilter,
+    limit: int,
+    offset: int = 0,
+    label_names: Mapping[int, str] | None = None,
+) -> PairPage:
+    """The (topic, document) pairs assessors ``a`` and ``b`` (ids) both labelled that pass
+    ``where``, in topic order then document id, ``limit`` from ``offset``, with both verdicts.
+
+    Two queries whatever the number of pairs: the database pairs, filters, counts and pages
+    the judgments (one self-join with a window count), then the page's judgments are read with
+    their topic and label names. ``label_names`` (value -> name) names the labels of verdicts
+    given without a rubric version (imported qrels)."""
+    table = connection.ops.quote_name(Judgment._meta.db_table)
+    topics = connection.ops.quote_name(Topic._meta.db_table)
+    params: list[Any] = []
+
+    def value(alias: str) -> str:
+        if not where.binary:
+            return f"{alias}.label"
+        params.append(where.threshold)
+        return f"(CASE WHEN {alias}.label >= %s THEN 1 ELSE 0 END)"
+
+    conditions = ["j1.campaign_id = %s", "j1.assessor_id = %s", "j2.assessor_id = %s"]
+    params.extend([campaign.pk, a, b])
+    conditions += ["j1.label >= 0", "j2.label >= 0"]
+    if where.a_label is not None:
+        conditions.append(f"{value('j1')} = %s")
+        params.append(where.a_label)
+    if where.b_label is not None:
+        conditions.append(f"{value('j2')} = %s")
+        params.append(where.b_label)
+    if where.topic is not None:
+        conditions.append("t.topic_id = %s")
+        params.append(where.topic)
+    if where.distance:
+        left, right = value("j1"), value("j2")
+        conditions.append(f"ABS({left} - {right}) >= %s")
+        params.append(where.distance)
+    # The table names are quoted by Django; every value travels as a query parameter.
+    sql = (
+        "SELECT j1.id, j2.id, COUNT(*) OVER () "  # noqa: S608
+        f"FROM {table} j1 JOIN {table} j2 ON j2.campaign_id = j1.campaign_id "
+        "AND j2.topic_id = j1.topic_id AND j2.doc_id = j1.doc_id "
+        f"JOIN {topics} t ON t.id = j1.topic_id "
+        f"WHERE {' AND '.join(conditions)} "
+        "ORDER BY t.position, t.topic_id, j1.doc_id LIMIT %s OFFSET %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, limit, offset])
+        rows = cursor.fetchall()
+    if not rows:
+        return PairPage(total=0, pairs=[])
+    name = Label.objects.filter(rubric=OuterRef("rubric_version"), value=OuterRef("label"))
+    verdicts = {
+        row["pk"]: row
+        for row in Judgment.objects.filter(pk__in=[pk for pair in rows for pk in pair[:2]])
+        .order_by()
+        .annotate(label_name=Subquery(name.values("name")[:1]))
+        .values(
+            "pk",
+            "topic_id",
+            "topic__topic_id",
+            "topic__title",
+            "doc_id",
+            "label",
+            "label_name",
+            "note",
+            "unsure",
+            "unreadable",
+            "seconds_on_screen",
+            "active_seconds",
+            "judged_at",
+            "source",
+        )
+    }
+    fallback = label_names or {}
+
+    def verdict(row: dict[str, Any]) -> Verdict:
+        return Verdict(
+            label=row["label"],
+            name=row["label_name"] or fallback.get(row["label"], ""),
+            note=row["note"],
+            unsure=row["unsure"],
+            unreadable=row["unreadable"],
+            seconds_on_screen=row["seconds_on_screen"],
+            active_seconds=row["active_seconds"],
+            judged_at=row["judged_at"],
+            source=row["source"],
+        )
+
+    pairs = []
+    for pk_a, pk_b, _ in rows:
+        first, second = verdicts[pk_a], verdicts[pk_b]
+        pairs.append(
+            JudgedPair(
+                topic_pk=first["topic_id"],
+                topic=first["topic__topic_id"],
+                title=first["topic__title"],
+                doc_id=first["doc_id"],
+                a=verdict(first),
+                b=verdict(second),
+            )
+        )
+    return PairPage(total=rows[0][2], pairs=pairs)

@@ -214,6 +214,37 @@ class AgreementForm(forms.Form):
         return _choice(self, "labels", "graded") == "binary"
 
 
+class PairListForm(forms.Form):
+    """The filters of the list of pairs behind an agreement count: a confusion cell (the label
+    each assessor gave, either or both), a topic, a least distance between the labels, and the
+    page. Every field is optional: without any, the list is every pair both judged."""
+
+    labels = forms.ChoiceField(
+        choices=[("graded", "As judged"), ("binary", "Binary")], required=False
+    )
+    a_label = forms.IntegerField(label="First assessor's label", required=False, min_value=0)
+    b_label = forms.IntegerField(label="Second assessor's label", required=False, min_value=0)
+    topic = forms.ChoiceField(label="Topic", required=False)
+    distance = forms.IntegerField(
+        label="Labels at least this far apart", required=False, min_value=0, max_value=1000
+    )
+    page = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+
+    def __init__(self, *args, campaign: Campaign, **kwargs):
+        super().__init__(*args, **kwargs)
+        topics = campaign.topics.order_by("position", "topic_id").values_list("topic_id", "title")
+        self.fields["topic"].choices = [("", "Every topic")] + [
+            (topic_id, f"{topic_id} {title}"[:70].strip()) for topic_id, title in topics
+        ]
+        self.fields["labels"].choices = [
+            ("graded", "As judged"),
+            ("binary", f"Binary: relevant from label {campaign.relevance_threshold}"),
+        ]
+
+    def binary(self) -> bool:
+        return _choice(self, "labels", "graded") == "binary"
+
+
 class UploadForm(forms.Form):
     qrels = forms.FileField(
         label="Qrels file",

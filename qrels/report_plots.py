@@ -10,7 +10,7 @@ goes through ``escape``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from django.utils.html import escape
@@ -50,10 +50,12 @@ def confusion_heatmap(
     b: str,
     names: Mapping[int, str] | None = None,
     ident: str = "confusion",
+    links: Callable[[int, int], str] | None = None,
 ) -> SafeString | None:
     """The confusion matrix of two assessors as a heat map: rows ``a``'s label, columns ``b``'s,
     each cell shaded by its count (darkest = the largest cell) and labelled with the count and
-    its share of all pairs; the agreement diagonal is outlined. None without pairs."""
+    its share of all pairs; the agreement diagonal is outlined. With ``links``, a cell with
+    pairs links to ``links(a's label, b's label)``. None without pairs."""
     k = len(labels)
     total = sum(sum(row) for row in confusion)
     if not k or not total:
@@ -108,6 +110,10 @@ def confusion_heatmap(
                 f'<text x="{x + cell / 2:.1f}" y="{y + cell / 2 + 17:.1f}" text-anchor="middle" '
                 f'fill="{ink}" class="cell-share {ink_class}">{count / total:.0%}</text></g>'
             )
+            if links is not None and count:
+                href = escape(links(labels[i], labels[j]))
+                body[-1] = f'<a href="{href}" class="heatmap-link">{body[-1]}</a>'
+
     for i in range(k):
         x, y = left + i * cell, top + i * cell
         body.append(

@@ -15,6 +15,11 @@ urlpatterns = [
         agreement.agreement_pair,
         name="agreement_pair",
     ),
+    path(
+        "<slug:slug>/reports/agreement/<int:a>/<int:b>/pairs/",
+        agreement.agreement_pairs,
+        name="agreement_pairs",
+    ),
     path("<slug:slug>/reports/evaluation/", evaluation.evaluation_page, name="evaluation"),
     path(
         "<slug:slug>/reports/evaluation/runs/<int:pk>/",

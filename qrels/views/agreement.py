@@ -3,7 +3,10 @@ one pair of assessors in detail; each also as CSV and JSON (qrels.reports.Agreem
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -15,7 +18,8 @@ from campaigns.access import get_campaign_for
 from campaigns.models import Assessor, Campaign
 from qrels import report_plots
 from qrels.agreement_data import BOOTSTRAP, agreement_data
-from qrels.report_forms import AgreementForm
+from qrels.queries import PairFilter, PairPage, pairs_both_judged
+from qrels.report_forms import AgreementForm, PairListForm
 from qrels.reports import AgreementReport
 from qrels.views.common import base, query_string, report_download
 
@@ -79,6 +83,9 @@ def _matrix(data: AgreementReport, *, slug: str, pks: dict[str, int]) -> dict[st
         labels = "binary" if data.binary else "graded"
         return reverse("qrels:agreement_pair", args=[slug, pks[a], pks[b]]) + f"?labels={labels}"
 
+    def pairs(a: str, b: str) -> str:
+        return pairs_url(slug, pks[a], pks[b], binary=data.binary)
+
     by_pair = {}
     for pair in data.pairs:
         by_pair[(pair.a, pair.b)] = by_pair[(pair.b, pair.a)] = pair
@@ -95,6 +102,7 @@ def _matrix(data: AgreementReport, *, slug: str, pks: dict[str, int]) -> dict[st
                     if (name, other) in by_pair
                     else "none",
                     "url": url(name, other),
+                    "pairs_url": pairs(name, other) if name != other else "",
                 }
                 for other in data.assessors
             ],
@@ -102,7 +110,12 @@ def _matrix(data: AgreementReport, *, slug: str, pks: dict[str, int]) -> dict[st
         for name in data.assessors
     ]
     pair_rows = [
-        {"pair": pair, "band": kappa_band(pair.cohen_kappa), "url": url(pair.a, pair.b)}
+        {
+            "pair": pair,
+            "band": kappa_band(pair.cohen_kappa),
+            "url": url(pair.a, pair.b),
+            "pairs_url": pairs(pair.a, pair.b),
+        }
         for pair in data.pairs
     ]
     return {"matrix": matrix, "pair_rows": pair_rows}
@@ -159,8 +172,17 @@ def agreement_pair(request: HttpRequest, slug: str, a: int, b: int) -> HttpRespo
     if pair:
         graded = not binary and len(data.labels) > 2
         context.update(
-            _pair_details(campaign, pair, a=name_a, b=name_b, names=names, graded=graded)
+            _pair_details(
+                campaign,
+                pair,
+                a=name_a,
+                b=name_b,
+                names=names,
+                graded=graded,
+                links=functools.partial(pairs_url, campaign.slug, a, b, binary=binary),
+            )
         )
+        context["pairs_url"] = pairs_url(campaign.slug, a, b, binary=binary)
     return render(request, "qrels/reports/agreement_pair.html", context)
 
 
@@ -172,24 +194,43 @@ def _pair_details(
     b: str,
     names: dict[int, str],
     graded: bool,
+    links: Callable[..., str],
 ) -> dict[str, Any]:
-    """The pair page's heat map, figures, per-topic rows and confusion table."""
+    """The pair page's heat map, figures, per-topic rows and confusion table; ``links(**filters)``
+    is the list of the pairs behind a count (a cell, a row, a column, a topic)."""
     return {
         "heatmap": report_plots.confusion_heatmap(
-            pair.confusion, pair.labels, a=a, b=b, names=names
+            pair.confusion,
+            pair.labels,
+            a=a,
+            b=b,
+            names=names,
+            links=lambda label_a, label_b: links(a_label=label_a, b_label=label_b),
         ),
         "figures": _pair_figures(pair, graded=graded),
-        "topics": _topic_rows(campaign, pair),
+        "topics": _topic_rows(campaign, pair, links=links),
         "confusion_rows": [
             {
                 "label": label,
                 "name": names.get(label, ""),
-                "cells": [{"count": c, "agree": i == j} for j, c in enumerate(row)],
+                "cells": [
+                    {
+                        "count": c,
+                        "agree": i == j,
+                        "b_label": pair.labels[j],
+                        "url": links(a_label=label, b_label=pair.labels[j]) if c else "",
+                    }
+                    for j, c in enumerate(row)
+                ],
                 "total": sum(row),
+                "url": links(a_label=label) if sum(row) else "",
             }
             for i, (label, row) in enumerate(zip(pair.labels, pair.confusion, strict=True))
         ],
-        "column_totals": [sum(column) for column in zip(*pair.confusion, strict=True)],
+        "column_totals": [
+            {"count": sum(column), "url": links(b_label=label) if sum(column) else ""}
+            for label, column in zip(pair.labels, zip(*pair.confusion, strict=True), strict=True)
+        ],
     }
 
 
@@ -248,7 +289,9 @@ def _pair_figures(pair: PairAgreement, *, graded: bool) -> list[dict[str, Any]]:
     return rows
 
 
-def _topic_rows(campaign: Campaign, pair: PairAgreement) -> list[dict[str, Any]]:
+def _topic_rows(
+    campaign: Campaign, pair: PairAgreement, *, links: Callable[..., str]
+) -> list[dict[str, Any]]:
     titles = dict(campaign.topics.values_list("topic_id", "title"))
     return [
         {
@@ -258,6 +301,100 @@ def _topic_rows(campaign: Campaign, pair: PairAgreement) -> list[dict[str, Any]]
             "band": kappa_band(result.cohen_kappa),
             "ci": result.ci.get("cohen_kappa"),
             "agree": sum(result.confusion[i][i] for i in range(len(result.labels))),
+            "url": links(topic=topic) if result.n else "",
         }
         for topic, result in pair.per_topic.items()
     ]
+
+
+PAIRS_PER_PAGE = 100
+
+
+@login_required
+@require_GET
+def agreement_pairs(request: HttpRequest, slug: str, a: int, b: int) -> HttpResponse:
+    """The (topic, document) pairs behind a count of the agreement pages (a confusion cell,
+    a row or column total, a pair's or a topic's n), each with both assessors' verdicts (label
+    and its name, note, flags, time, when) and a link to the document as assessors see it;
+    filtered by topic and by the distance between the labels, 100 a page."""
+    campaign = get_campaign_for(request, slug)
+    found = dict(
+        Assessor.objects.filter(campaign=campaign, pk__in=[a, b]).values_list("pk", "name")
+    )
+    if a == b or len(found) != 2:
+        raise Http404("No such pair of assessors.")
+    form = PairListForm(request.GET or None, campaign=campaign)
+    form.fields["a_label"].label = f"{found[a]}\N{RIGHT SINGLE QUOTATION MARK}s label"
+    form.fields["b_label"].label = f"{found[b]}\N{RIGHT SINGLE QUOTATION MARK}s label"
+    valid = not form.is_bound or form.is_valid()
+    cleaned = form.cleaned_data if form.is_bound and valid else {}
+    binary = form.binary() if valid else False
+    where = PairFilter(
+        binary=binary,
+        threshold=campaign.relevance_threshold,
+        a_label=cleaned.get("a_label"),
+        b_label=cleaned.get("b_label"),
+        topic=cleaned.get("topic") or None,
+        distance=cleaned.get("distance"),
+    )
+    number = cleaned.get("page") or 1
+    rubric = campaign.current_rubric()
+    names = {label.value: label.name for label in rubric.labels.all()} if rubric else {}
+    binary_names = {0: "not relevant", 1: "relevant"}
+    page = PairPage(total=0, pairs=[])
+    if valid:
+        page = pairs_both_judged(
+            campaign=campaign,
+            a=a,
+            b=b,
+            where=where,
+            limit=PAIRS_PER_PAGE,
+            offset=(number - 1) * PAIRS_PER_PAGE,
+            label_names=names,
+        )
+        if not page.pairs and number > 1:
+            raise Http404("No such page.")
+    pages = max(1, -(-page.total // PAIRS_PER_PAGE))
+    preview = reverse("assess:highlighting", args=[slug])
+    context = {
+        **base(campaign, "agreement"),
+        "form": form,
+        "a": {"pk": a, "name": found[a]},
+        "b": {"pk": b, "name": found[b]},
+        "binary": binary,
+        "where": where,
+        "cell_names": {
+            "a": (binary_names if binary else names).get(where.a_label, ""),
+            "b": (binary_names if binary else names).get(where.b_label, ""),
+        },
+        "topic_filter": where.topic,
+        "page": page,
+        "rows": [
+            {
+                "pair": pair,
+                "document_url": preview
+                + "?"
+                + urlencode({"topic": pair.topic_pk, "doc": pair.doc_id}),
+            }
+            for pair in page.pairs
+        ],
+        "number": number,
+        "pages": pages,
+        "first_shown": (number - 1) * PAIRS_PER_PAGE + 1,
+        "last_shown": (number - 1) * PAIRS_PER_PAGE + len(page.pairs),
+        "previous_url": query_string(request, page=str(number - 1)) if number > 1 else "",
+        "next_url": query_string(request, page=str(number + 1)) if number < pages else "",
+        "pair_url": reverse("qrels:agreement_pair", args=[slug, a, b])
+        + f"?labels={'binary' if binary else 'graded'}",
+    }
+    return render(
+        request, "qrels/reports/agreement_pairs.html", context, status=200 if valid else 400
+    )
+
+
+def pairs_url(slug: str, a: int, b: int, *, binary: bool, **filters: Any) -> str:
+    """The link to the pairs of ``a`` and ``b`` behind a count, with ``filters``
+    (``a_label``, ``b_label``, ``topic``)."""
+    query = {"labels": "binary" if binary else "graded"}
+    query.update({key: str(value) for key, value in filters.items() if value is not None})
+    return reverse("qrels:agreement_pairs", args=[slug, a, b]) + "?" + urlencode(query)

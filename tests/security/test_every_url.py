@@ -454,6 +454,9 @@ FILL: dict[str, Fill] = {
     "qrels:agreement_pair": lambda s: {
         "": ({"a": s.assessors[0].pk, "b": s.assessors[1].pk}, None)
     },
+    "qrels:agreement_pairs": lambda s: {
+        "": ({"a": s.assessors[0].pk, "b": s.assessors[1].pk}, None)
+    },
     "qrels:evaluation_run": lambda s: {"": ({"pk": s.runs[0].pk}, None)},
     "qrels:report_job_status": lambda s: {"": ({"pk": s.report_job.pk}, None)},
 }
@@ -900,6 +903,7 @@ POLICY: dict[str, tuple[str, str]] = {
     "qrels:reports": ("organisers", "nobody"),
     "qrels:agreement": ("organisers", "nobody"),
     "qrels:agreement_pair": ("organisers", "nobody"),
+    "qrels:agreement_pairs": ("organisers", "nobody"),
     "qrels:evaluation": ("organisers", "organisers"),
     "qrels:evaluation_run": ("organisers", "nobody"),
     "qrels:stability": ("organisers", "organisers"),
