@@ -375,6 +375,7 @@ def replay_topic(
     target: float = DEFAULT_TARGET,
     min_judged: int = 0,
     stopping_method: str = DEFAULT_METHOD,
+    check_every: float = 0.005,
 ) -> TopicReplay:
     """Replay one topic as an assessor who answers from ``qrels`` (doc -> label; a document the
     qrels lack counts as non-relevant, as trec_eval reads it)."""
@@ -392,9 +393,10 @@ def replay_topic(
     found = 0
     stop_at = None
     stop_estimate = None
-    # The estimate refits a model on the judgments (warm-started): asked after every 0.5 % of the
-    # pool, the stop lands at most that late, and it is no longer asked once the rule said stop.
-    every = max(1, adjudicator.size // 200)
+    # The estimate refits a model on the judgments (warm-started): asked after every
+    # ``check_every`` of the pool (0.5 %), the stop lands at most that late, and it is no longer
+    # asked once the rule said stop.
+    every = max(1, int(adjudicator.size * check_every + 1e-9))
     while (choice := adjudicator.next()) is not None:
         label = qrels.get(choice.doc_id, relevant_from - 1)
         adjudicator.judge(choice.doc_id, label, run=choice.run)

@@ -132,3 +132,13 @@ def test_the_replay_records_the_estimate_where_the_rule_said_stop():
         assert topic.stop_at is not None
         assert topic.stop_estimate is not None
         assert topic.stop_estimate >= 0.8
+
+
+def test_the_estimate_is_asked_as_often_as_the_replay_says():
+    # Ten documents: every 0.5 % of the pool is every judgment; every 30 % is every third, so the
+    # stop lands on a multiple of 3 and no earlier than where asking every time puts it.
+    runs = {key: {"t": docs} for key, docs in RUNS.items()}
+    (often,) = replay(runs, {"t": QRELS}, order="depth", stopping_method="decay")
+    (rarely,) = replay(runs, {"t": QRELS}, order="depth", stopping_method="decay", check_every=0.3)
+    assert rarely.stop_at % 3 == 0
+    assert often.stop_at <= rarely.stop_at < often.stop_at + 3
