@@ -300,11 +300,17 @@ def _new_pseudonym() -> str:
 
 
 class Assessor(models.Model):
-    """Who a judgment belongs to: a person with a login, or an imported source (earlier qrels)."""
+    """Who a judgment belongs to: a person with a login, an imported source (earlier qrels), a
+    model (an LLM judge with a frozen configuration) or the campaign's adjudicated labels.
+
+    Only people's verdicts are judgments in the usual sense: agreement is measured between
+    people, and the other kinds enter qrels only where a policy asks for them."""
 
     class Kind(models.TextChoices):
         PERSON = "person", "Person"
         IMPORTED = "imported", "Imported qrels"
+        MODEL = "model", "Model"
+        ADJUDICATED = "adjudicated", "Adjudicated labels"
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="assessors")
     user = models.ForeignKey(
