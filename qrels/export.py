@@ -31,16 +31,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import queue
 import re
 import tempfile
-import threading
 import zipfile
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from functools import partial
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -55,7 +51,9 @@ from campaigns.textfiles import MAX_ID_LENGTH
 from pooling.models import Pool, PoolEntry, Run
 from pooljudge.common import ProgressFn, neutralise, no_progress
 from qrels import agreement, sampled
+from qrels.copytext import unescape
 from qrels.formats import write_qrels
+from qrels.hashed_files import Background, BundleFile, HashedFile, HashingStream
 from qrels.policies import (
     POLICIES,
     UNJUDGED,
@@ -64,16 +62,18 @@ from qrels.policies import (
     resolver_for,
     unjudged_label,
 )
-from qrels.rows import Scope, find_conflicts, scope, unescape, use_snapshot
+from qrels.rows import Scope, find_conflicts, scope, use_snapshot
 from qrels.sidecar import (
     ESCAPE_RULE,
-    HEADER,
     SAFETY_RULE,
     SIDECAR_COLUMNS,
     TEXT_COLUMNS,
+    SidecarProcess,
+    SidecarWriter,
+    block_rows,
     decode_cell,
-    format_rows,
-    sidecar_batches,
+    open_sidecar,
+    sidecar_blocks,
     sidecar_rows,
 )
 
@@ -81,21 +81,10 @@ FORMAT = "pooljudge-export/1"
 AGREEMENT_BOOTSTRAP = 1000
 README_TOPIC_ROWS = 200
 CHUNK_BYTES = 4 * 1024 * 1024
-SIDECAR_FLUSH_LINES = 8192
 
 
 class ExportError(ValueError):
     """The export cannot be made as asked (a sentence for the organiser); nothing was written."""
-
-
-@dataclass(frozen=True)
-class BundleFile:
-    path: str
-    sha256: str
-    bytes: int
-    lines: int
-    description: str
-    labels: dict[str, int] | None = None  # qrels files: lines per label
 
 
 @dataclass
@@ -125,130 +114,6 @@ def _iso(at: datetime | None) -> str | None:
 # --- Writers -------------------------------------------------------------------------------------
 
 
-class _Background:
-    """Hashing and file writes, in order, on one thread beside the main loop: hashlib and file
-    writes release the GIL, so they run while the next rows are formatted. At most ``depth``
-    blocks wait, so memory stays bounded."""
-
-    def __init__(self, depth: int = 8):
-        self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=depth)
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="export-writer", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            task = self._queue.get()
-            try:
-                if task is None:
-                    return
-                if self._error is None:
-                    task()
-            except BaseException as exc:  # reported by the next submit or drain
-                self._error = exc
-            finally:
-                self._queue.task_done()
-
-    def submit(self, task: Callable[[], None]) -> None:
-        self._raise()
-        self._queue.put(task)
-
-    def drain(self) -> None:
-        """Wait until everything submitted is done; raise what failed."""
-        self._queue.join()
-        self._raise()
-
-    def stop(self) -> None:
-        self._queue.put(None)
-        self._thread.join()
-
-    def _raise(self) -> None:
-        if self._error is not None:
-            raise self._error
-
-
-class _HashedFile:
-    """A UTF-8 text file written through a buffer, hashed and counted as it goes.
-
-    With ``lines`` each ``write`` is one line given without its newline (the buffer is joined
-    with newlines); otherwise ``write`` takes text with its newlines, one line per call.
-    ``keep_open=False`` reopens the file for each flush, for the many small per-assessor files
-    (no file-descriptor limit to meet). With ``background``, hashing and writing happen there.
-    """
-
-    def __init__(
-        self,
-        path: Path,
-        *,
-        flush_lines: int = SIDECAR_FLUSH_LINES,
-        keep_open: bool = True,
-        lines: bool = False,
-        background: _Background | None = None,
-    ):
-        self.path = path
-        self.lines = 0
-        self.bytes = 0
-        self._parts: list[str] = []
-        self._flush_lines = flush_lines
-        self._digest = hashlib.sha256()
-        self._separator = "\n" if lines else ""
-        self._background = background
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: BinaryIO | None = open(path, "wb") if keep_open else None  # noqa: SIM115
-        if not keep_open:
-            path.write_bytes(b"")
-
-    def write(self, line: str) -> None:
-        self._parts.append(line)
-        if len(self._parts) >= self._flush_lines:
-            self.flush()
-
-    @property
-    def append(self) -> Callable[[str], None]:
-        """The buffer's own ``append``, for hot loops that call :meth:`flush` themselves."""
-        return self._parts.append
-
-    def extend(self, parts: list[str]) -> None:
-        self._parts.extend(parts)
-        if len(self._parts) >= self._flush_lines:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self._parts:
-            return
-        data = (self._separator.join(self._parts) + self._separator).encode()
-        self.lines += len(self._parts)
-        self._parts.clear()  # in place: the bound append stays valid
-        self.bytes += len(data)
-        if self._background is not None:
-            self._background.submit(partial(self._store, data))
-        else:
-            self._store(data)
-
-    def _store(self, data: bytes) -> None:
-        self._digest.update(data)
-        if self._file is not None:
-            self._file.write(data)
-        else:
-            with open(self.path, "ab") as handle:
-                handle.write(data)
-
-    def close(self, root: Path, description: str, labels=None) -> BundleFile:
-        self.flush()
-        if self._background is not None:
-            self._background.drain()
-        if self._file is not None:
-            self._file.close()
-        return BundleFile(
-            path=self.path.relative_to(root).as_posix(),
-            sha256=self._digest.hexdigest(),
-            bytes=self.bytes,
-            lines=self.lines,
-            description=description,
-            labels=labels,
-        )
-
-
 class _QrelsWriter:
     """Qrels lines into a hashed file, counting lines per label, every id checked as
     :func:`qrels.formats.write_qrels` checks it. Callers append (topic id, doc id, label) to
@@ -260,9 +125,9 @@ class _QrelsWriter:
         *,
         keep_open: bool = True,
         flush_lines: int = 8192,
-        background: _Background | None = None,
+        background: Background | None = None,
     ):
-        self.file = _HashedFile(
+        self.file = HashedFile(
             path, keep_open=keep_open, flush_lines=flush_lines, background=background
         )
         self.labels: Counter[int] = Counter()
@@ -319,26 +184,6 @@ class _Lines:
     def __init__(self):
         self.parts: list[str] = []
         self.write = self.parts.append
-
-
-class _HashingStream:
-    """A write-only, non-seekable wrapper counting and hashing what passes to ``target``."""
-
-    def __init__(self, target: BinaryIO):
-        self.target = target
-        self.size = 0
-        self.digest = hashlib.sha256()
-
-    def write(self, data: bytes) -> int:
-        self.digest.update(data)
-        self.size += len(data)
-        self.target.write(data)
-        return len(data)
-
-    def flush(self) -> None:
-        flush = getattr(self.target, "flush", None)
-        if flush is not None:
-            flush()
 
 
 # --- The bundle ----------------------------------------------------------------------------------
@@ -448,7 +293,7 @@ def export_bundle(
     with tempfile.TemporaryDirectory(prefix="pooljudge-export-") as tmp:
         result = _write_files(Path(tmp), s, options, name, exported_at, progress)
         progress(result.counts["judgments"], result.counts["judgments"], "zipping")
-        stream = _HashingStream(destination)  # type: ignore[arg-type]
+        stream = HashingStream(destination)  # type: ignore[arg-type]
         stamp = exported_at.timestamp()
         with zipfile.ZipFile(
             stream, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=compresslevel
@@ -473,14 +318,11 @@ def _write_files(
 ) -> ExportResult:
     total = _judgment_count(s)
     progress(0, total, "reading judgments")
-    background = _Background()
+    background = Background()
     try:
         return _write_bundle(root, s, options, name, exported_at, progress, total, background)
     finally:
         background.stop()
-
-
-_HEAD = itemgetter(0, 1, 2, 3, 4, 5, 6, 7)  # a SidecarRow's JudgmentRow fields
 
 
 def _write_bundle(
@@ -491,12 +333,30 @@ def _write_bundle(
     exported_at: datetime,
     progress: ProgressFn,
     total: int,
-    background: _Background,
+    background: Background,
+) -> ExportResult:
+    sidecar = open_sidecar(root, background, total)
+    try:
+        return _write_rows_and_documentation(
+            root, s, options, name, exported_at, progress, total, background, sidecar
+        )
+    except BaseException:
+        sidecar.abort()
+        raise
+
+
+def _write_rows_and_documentation(
+    root: Path,
+    s: Scope,
+    options: ExportOptions,
+    name: str,
+    exported_at: datetime,
+    progress: ProgressFn,
+    total: int,
+    background: Background,
+    sidecar: SidecarWriter | SidecarProcess,
 ) -> ExportResult:
     campaign = s.campaign
-    tsv = _HashedFile(root / "judgments.tsv", lines=True, background=background)
-    jsonl = _HashedFile(root / "judgments.jsonl", lines=True, background=background)
-    tsv.write(HEADER)
 
     # Tallies for the documentation, all small: per topic and per assessor, never per pair.
     verdicts_by_topic: dict[str, dict[int, int]] = {}
@@ -507,7 +367,7 @@ def _write_bundle(
     threshold = campaign.relevance_threshold
     done = 0
 
-    batches = sidecar_batches(
+    blocks = sidecar_blocks(
         s,
         usernames=options.usernames,
         pooled_unjudged=options.unjudged == "-1" and not options.per_assessor,
@@ -568,11 +428,10 @@ def _write_bundle(
 
     per_assessor = options.per_assessor
     counts: dict[int, int] = {}
-    for batch in batches:
-        tsv_lines, json_lines = format_rows(batch)
-        tsv.extend(tsv_lines)
-        jsonl.extend(json_lines)
-        for topic, doc, label_text, assessor_id, pseudonym, first, pool, who in map(_HEAD, batch):
+    for block in blocks:
+        sidecar.feed(block)
+        rows = block_rows(block.decode())
+        for topic, doc, label_text, assessor_id, pseudonym, first, pool, who, *_ in rows:
             if doc != pair_doc or topic != pair_topic:
                 if pair_topic is not None:
                     finish_pair(pair_topic, pair_doc, verdicts, negatives, pooled, tally)
@@ -586,6 +445,7 @@ def _write_bundle(
                 pooled = True
             if not label_text:  # a pooled pair nobody judged: no judgment, no sidecar row
                 continue
+            done += 1
             label = int(label_text)
             counts[label] = counts.get(label, 0) + 1
             counted = by_assessor.get(who)
@@ -607,7 +467,6 @@ def _write_bundle(
                 if options.binary and label >= 0:
                     label = 1 if label >= threshold else 0
                 writer.add(unescape(topic), unescape(doc), label)
-        done += len(tsv_lines)
         if qrels is not None:
             qrels.flush()
         progress(done, total, "writing qrels and sidecar")
@@ -626,8 +485,7 @@ def _write_bundle(
     for display in sorted(per_assessor_files, key=lambda d: per_assessor_files[d].file.path.name):
         writer = per_assessor_files[display]
         files.append(writer.close(root, f"Qrels of assessor {unescape(display)} alone."))
-    files.append(tsv.close(root, "Sidecar: one row per assessor judgment (TSV with a header)."))
-    files.append(jsonl.close(root, "Sidecar: the same rows as JSON Lines."))
+    files += sidecar.close()
     if qrels is not None and s.pool is not None and s.pool.strategy == Pool.Strategy.SAMPLE:
         files += _sample_eval_files(root, s.pool)
 
