@@ -34,10 +34,8 @@ import os
 import re
 import tempfile
 import zipfile
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from operator import itemgetter
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -47,20 +45,17 @@ from django.utils import timezone
 
 import pooljudge
 from campaigns.models import Assessor, Campaign, Judgment, RubricVersion
-from campaigns.textfiles import MAX_ID_LENGTH
 from pooling.models import Pool, PoolEntry, Run
 from pooljudge.common import ProgressFn, neutralise, no_progress
 from qrels import agreement, sampled
-from qrels.copytext import unescape
-from qrels.formats import write_qrels
-from qrels.hashed_files import Background, BundleFile, HashedFile, HashingStream
+from qrels.export_pass import ExportPass, QrelsWriter
+from qrels.hashed_files import Background, BundleFile, HashingStream
 from qrels.policies import (
     POLICIES,
     UNJUDGED,
     PolicyConflict,
     default_policy,
     resolver_for,
-    unjudged_label,
 )
 from qrels.rows import Scope, find_conflicts, scope, use_snapshot
 from qrels.sidecar import (
@@ -70,7 +65,6 @@ from qrels.sidecar import (
     TEXT_COLUMNS,
     SidecarProcess,
     SidecarWriter,
-    block_rows,
     decode_cell,
     open_sidecar,
     sidecar_blocks,
@@ -114,78 +108,6 @@ def _iso(at: datetime | None) -> str | None:
 # --- Writers -------------------------------------------------------------------------------------
 
 
-class _QrelsWriter:
-    """Qrels lines into a hashed file, counting lines per label, every id checked as
-    :func:`qrels.formats.write_qrels` checks it. Callers append (topic id, doc id, label) to
-    ``rows`` (or call :meth:`add`) and flush now and then."""
-
-    def __init__(
-        self,
-        path: Path,
-        *,
-        keep_open: bool = True,
-        flush_lines: int = 8192,
-        background: Background | None = None,
-    ):
-        self.file = HashedFile(
-            path, keep_open=keep_open, flush_lines=flush_lines, background=background
-        )
-        self.labels: Counter[int] = Counter()
-        self.rows: list[tuple[str, str, int]] = []
-        self._flush_rows = flush_lines
-
-    def add(self, topic_id: str, doc_id: str, label: int) -> None:
-        self.rows.append((topic_id, doc_id, label))
-        if len(self.rows) >= self._flush_rows:
-            self.flush()
-
-    def flush(self) -> None:
-        rows = self.rows
-        if not rows:
-            return
-        self.labels.update(map(itemgetter(2), rows))
-        lines = [f"{topic_id} 0 {doc_id} {label}\n" for topic_id, doc_id, label in rows]
-        if not _plainly_valid(lines, rows):
-            out = _Lines()
-            write_qrels(rows, out)  # raises ValueError naming the id that would not read back
-            lines = out.parts
-        self.file.extend(lines)
-        rows.clear()
-
-    def close(self, root: Path, description: str) -> BundleFile:
-        self.flush()
-        labels = {str(label): self.labels[label] for label in sorted(self.labels)}
-        return self.file.close(root, description, labels)
-
-
-def _plainly_valid(lines: list[str], rows: list[tuple[str, str, int]]) -> bool:
-    """Whether every id of ``rows`` (written as ``lines``) passes
-    :func:`campaigns.textfiles.check_id` for certain, checked on the whole block at once: no
-    id is empty (no line starts with a space, no two spaces meet) or longer than
-    MAX_ID_LENGTH, and no id holds a space, a newline or anything else unprintable. When not,
-    :func:`qrels.formats.write_qrels` checks the ids one by one (and names the bad one)."""
-    text = "".join(lines)
-    n = len(rows)
-    return (
-        text.count("\n") == n
-        and text.count(" ") == 3 * n
-        and "  " not in text
-        and "\n " not in text
-        and not text.startswith(" ")
-        and text.replace("\n", "").isprintable()
-        and max(map(len, map(itemgetter(0), rows))) <= MAX_ID_LENGTH
-        and max(map(len, map(itemgetter(1), rows))) <= MAX_ID_LENGTH
-    )
-
-
-class _Lines:
-    """A text stream that only collects what is written (``write`` is a list's append)."""
-
-    def __init__(self):
-        self.parts: list[str] = []
-        self.write = self.parts.append
-
-
 # --- The bundle ----------------------------------------------------------------------------------
 
 
@@ -219,16 +141,6 @@ def _judgment_count(s: Scope) -> int:
             )
         )
     return judgments.count()
-
-
-def _file_name_for(name: str, taken: set[str]) -> str:
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "assessor"
-    candidate, n = stem, 1
-    while candidate.lower() in taken:
-        n += 1
-        candidate = f"{stem}-{n}"
-    taken.add(candidate.lower())
-    return candidate
 
 
 def export_bundle(
@@ -357,124 +269,35 @@ def _write_rows_and_documentation(
     sidecar: SidecarWriter | SidecarProcess,
 ) -> ExportResult:
     campaign = s.campaign
-
-    # Tallies for the documentation, all small: per topic and per assessor, never per pair.
-    verdicts_by_topic: dict[str, dict[int, int]] = {}
-    tallies: dict[str, list[int]] = {}  # topic -> [judged, judged in pool, marked unjudged]
-    by_assessor: dict[str, list] = {}  # display name -> [assessor id, rows, verdicts]
-    per_assessor_files: dict[str, _QrelsWriter] = {}
-    taken_names: set[str] = set()
-    threshold = campaign.relevance_threshold
-    done = 0
-
     blocks = sidecar_blocks(
         s,
         usernames=options.usernames,
         pooled_unjudged=options.unjudged == "-1" and not options.per_assessor,
     )
-    qrels = (
-        None if options.per_assessor else _QrelsWriter(root / "qrels.txt", background=background)
+    qrels = None if options.per_assessor else QrelsWriter(root / "qrels.txt", background=background)
+    rows = ExportPass(
+        root=root,
+        qrels=qrels,
+        resolver=resolver_for(s, options.policy, binary=options.binary),
+        people={
+            str(pk): name if options.usernames else pseudonym
+            for pk, name, pseudonym in Assessor.objects.filter(
+                campaign=campaign, kind=Assessor.Kind.PERSON
+            ).values_list("pk", "name", "pseudonym")
+        },
+        write_unjudged=options.unjudged == "-1",
+        per_assessor=options.per_assessor,
+        binary=options.binary,
+        threshold=campaign.relevance_threshold,
     )
-    resolver = resolver_for(s, options.policy, binary=options.binary)
-    write_unjudged = options.unjudged == "-1"
-    # People's verdicts on pairs two or more people judged, for the agreement figures.
-    overlap: dict[str, dict[tuple[str, str], int]] = {}
-    people = {
-        str(pk): name if options.usernames else pseudonym
-        for pk, name, pseudonym in Assessor.objects.filter(
-            campaign=campaign, kind=Assessor.Kind.PERSON
-        ).values_list("pk", "name", "pseudonym")
-    }
-
-    # One pass over the rows, sorted by pair (a pair's rows are consecutive): each row goes to
-    # the sidecar and the tallies as it comes; each pair, once its rows are in, to the qrels.
-    # (qrels.policies.iter_pairs does the grouping alone; here it is inlined, a hot loop.)
-    pair_topic = pair_doc = None
-    verdicts: list = []
-    negatives: list[int] = []
-    pooled = False
-    qrels_rows = qrels.rows if qrels is not None else None
-    tally = [0, 0, 0]  # the current topic's judged, judged in pool, marked unjudged pairs
-
-    def finish_pair(
-        pair_topic: str,
-        pair_doc: str,
-        verdicts: list,
-        negatives: list[int],
-        pooled: bool,
-        tally: list[int],
-    ) -> None:
-        topic_id = unescape(pair_topic) if "\\" in pair_topic else pair_topic
-        doc_id = unescape(pair_doc) if "\\" in pair_doc else pair_doc
-        if verdicts:
-            tally[0] += 1
-            if pooled:
-                tally[1] += 1
-            if len(verdicts) > 1:
-                by_people = [v for v in verdicts if v[0] in people]
-                if len(by_people) > 1:
-                    pair = (topic_id, doc_id)
-                    for v in by_people:
-                        overlap.setdefault(people[v[0]], {})[pair] = v[1]
-            if qrels_rows is not None:
-                qrels_rows.append((topic_id, doc_id, resolver(topic_id, verdicts)))
-        else:
-            if negatives:
-                tally[2] += 1
-            # An imported negative label is written as it came; a pooled pair nobody labelled
-            # only when unjudged pairs are asked for (qrels.policies, "Negative labels").
-            if qrels_rows is not None and (negatives or (write_unjudged and pooled)):
-                qrels_rows.append((topic_id, doc_id, unjudged_label(negatives)))
-
-    per_assessor = options.per_assessor
-    counts: dict[int, int] = {}
+    # One pass over the rows, sorted by pair: each block goes to the sidecar's writer (maybe
+    # in another process) and to the qrels and the tallies.
     for block in blocks:
         sidecar.feed(block)
-        rows = block_rows(block.decode())
-        for topic, doc, label_text, assessor_id, pseudonym, first, pool, who, *_ in rows:
-            if doc != pair_doc or topic != pair_topic:
-                if pair_topic is not None:
-                    finish_pair(pair_topic, pair_doc, verdicts, negatives, pooled, tally)
-                if topic != pair_topic:
-                    topic_key = unescape(topic)
-                    counts = verdicts_by_topic.setdefault(topic_key, {})
-                    tally = tallies.setdefault(topic_key, [0, 0, 0])
-                pair_topic, pair_doc = topic, doc
-                verdicts, negatives, pooled = [], [], False
-            if pool:
-                pooled = True
-            if not label_text:  # a pooled pair nobody judged: no judgment, no sidecar row
-                continue
-            done += 1
-            label = int(label_text)
-            counts[label] = counts.get(label, 0) + 1
-            counted = by_assessor.get(who)
-            if counted is None:
-                counted = by_assessor[who] = [assessor_id, 0, 0]
-            counted[1] += 1
-            if label >= 0:
-                counted[2] += 1
-                verdicts.append((assessor_id, label, first, pseudonym))
-            else:
-                negatives.append(label)
-            if per_assessor:
-                writer = per_assessor_files.get(who)
-                if writer is None:
-                    file_name = _file_name_for(unescape(who), taken_names)
-                    writer = per_assessor_files[who] = _QrelsWriter(
-                        root / "qrels" / f"{file_name}.txt", keep_open=False, flush_lines=1024
-                    )
-                if options.binary and label >= 0:
-                    label = 1 if label >= threshold else 0
-                writer.add(unescape(topic), unescape(doc), label)
-        if qrels is not None:
-            qrels.flush()
-        progress(done, total, "writing qrels and sidecar")
-    if pair_topic is not None:
-        finish_pair(pair_topic, pair_doc, verdicts, negatives, pooled, tally)
-    judged = {topic: t[0] for topic, t in tallies.items() if t[0]}
-    judged_in_pool = {topic: t[1] for topic, t in tallies.items() if t[1]}
-    marked_unjudged = {topic: t[2] for topic, t in tallies.items() if t[2]}
+        rows.feed(block.decode())
+        progress(rows.done, total, "writing qrels and sidecar")
+    rows.finish()
+    done = rows.done
     progress(done, total, "writing documentation")
 
     files: list[BundleFile] = []
@@ -482,9 +305,7 @@ def _write_rows_and_documentation(
         files.append(
             qrels.close(root, "Qrels, four fields: topic 0 docid label (one label per pair).")
         )
-    for display in sorted(per_assessor_files, key=lambda d: per_assessor_files[d].file.path.name):
-        writer = per_assessor_files[display]
-        files.append(writer.close(root, f"Qrels of assessor {unescape(display)} alone."))
+    files += rows.qrels_files(lambda display: f"Qrels of assessor {display} alone.")
     files += sidecar.close()
     if qrels is not None and s.pool is not None and s.pool.strategy == Pool.Strategy.SAMPLE:
         files += _sample_eval_files(root, s.pool)
@@ -495,12 +316,12 @@ def _write_rows_and_documentation(
         name=name,
         exported_at=exported_at,
         files=files,
-        verdicts_by_topic=verdicts_by_topic,
-        judged=judged,
-        judged_in_pool=judged_in_pool,
-        marked_unjudged=marked_unjudged,
-        by_assessor={unescape(d): v for d, v in by_assessor.items()},
-        overlap=overlap,
+        verdicts_by_topic=rows.verdicts_by_topic(),
+        judged=rows.per_topic(rows.judged),
+        judged_in_pool=rows.per_topic(rows.judged_in_pool),
+        marked_unjudged=rows.per_topic(rows.marked_unjudged),
+        by_assessor=rows.by_assessor(),
+        overlap=rows.overlap,
     )
     readme = render_readme(manifest)
     readme_bytes = readme.encode()
@@ -529,7 +350,7 @@ def _write_rows_and_documentation(
     counts = {
         "judgments": done,
         "qrels_lines": files[0].lines if qrels is not None else 0,
-        "assessors": len(by_assessor),
+        "assessors": len(rows.rows_by),
         "files": len(files) + 1,
     }
     return ExportResult(

@@ -93,6 +93,7 @@ class HashedFile:
         self.lines = 0
         self.bytes = 0
         self._parts: list[str] = []
+        self._block_lines = 0  # lines of write_block beyond one per part
         self._flush_lines = flush_lines
         self._digest = hashlib.sha256()
         self._separator = "\n" if lines else ""
@@ -117,11 +118,19 @@ class HashedFile:
         if len(self._parts) >= self._flush_lines:
             self.flush()
 
+    def write_block(self, text: str, lines: int) -> None:
+        """``lines`` whole lines at once, with their newlines (a file without ``lines``)."""
+        self._parts.append(text)
+        self._block_lines += lines - 1
+        if len(self._parts) + self._block_lines >= self._flush_lines:
+            self.flush()
+
     def flush(self) -> None:
         if not self._parts:
             return
         data = (self._separator.join(self._parts) + self._separator).encode()
-        self.lines += len(self._parts)
+        self.lines += len(self._parts) + self._block_lines
+        self._block_lines = 0
         self._parts.clear()  # in place: the bound append stays valid
         self.bytes += len(data)
         if self._background is not None:
