@@ -306,6 +306,8 @@ def _write_rows_and_documentation(
             qrels.close(root, "Qrels, four fields: topic 0 docid label (one label per pair).")
         )
     files += rows.qrels_files(lambda display: f"Qrels of assessor {display} alone.")
+    # The agreement figures (a bootstrap) while the sidecar's process may still be writing.
+    agreement_figures = _agreement(s, rows.overlap)
     files += sidecar.close()
     if qrels is not None and s.pool is not None and s.pool.strategy == Pool.Strategy.SAMPLE:
         files += _sample_eval_files(root, s.pool)
@@ -321,7 +323,7 @@ def _write_rows_and_documentation(
         judged_in_pool=rows.per_topic(rows.judged_in_pool),
         marked_unjudged=rows.per_topic(rows.marked_unjudged),
         by_assessor=rows.by_assessor(),
-        overlap=rows.overlap,
+        agreement_figures=agreement_figures,
     )
     readme = render_readme(manifest)
     readme_bytes = readme.encode()
@@ -621,7 +623,7 @@ def _manifest(
     judged_in_pool: dict[str, int],
     marked_unjudged: dict[str, int],
     by_assessor: dict[str, list],
-    overlap: dict[str, dict[tuple[str, str], int]],
+    agreement_figures: dict[str, Any] | None,
 ) -> dict[str, Any]:
     campaign = s.campaign
     rubric: RubricVersion | None = campaign.current_rubric()
@@ -726,7 +728,7 @@ def _manifest(
         "assessors": assessor_rows,
         "topics": topics,
         "totals": totals,
-        "agreement": _agreement(s, overlap),
+        "agreement": agreement_figures,
         "sidecar": {
             "files": ["judgments.tsv", "judgments.jsonl"],
             "columns": list(SIDECAR_COLUMNS),

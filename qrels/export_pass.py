@@ -251,9 +251,14 @@ class ExportPass:
             row_ids = compress(assessor_ids, labelled)
         else:
             row_topics, row_labels, row_whos, row_ids = topics, labels, whos, assessor_ids
-        self.labels_by_topic.update(zip(row_topics, row_labels, strict=True))
-        self.rows_by.update(row_whos)
-        self.verdicts_by.update(row_whos)
+        if row_topics and row_topics[0] == row_topics[-1]:  # one topic (rows are sorted)
+            for label, count in Counter(row_labels).items():
+                self.labels_by_topic[row_topics[0], label] += count
+        else:
+            self.labels_by_topic.update(zip(row_topics, row_labels, strict=True))
+        assessors = Counter(row_whos)
+        self.rows_by.update(assessors)
+        self.verdicts_by.update(assessors)  # every label here is 0 or more
         if len(self.assessor_ids) < len(self.rows_by):
             for who, assessor_id in zip(row_whos, row_ids, strict=True):
                 self.assessor_ids.setdefault(who, assessor_id)
@@ -265,8 +270,13 @@ class ExportPass:
         pair_labels = list(compress(labels, starts))
         pair_pools = list(compress(pools, starts))
         judged_topics = list(compress(pair_topics, pair_labels))
-        self.judged.update(judged_topics)
-        self.judged_in_pool.update(compress(judged_topics, compress(pair_pools, pair_labels)))
+        in_pool = compress(judged_topics, compress(pair_pools, pair_labels))
+        if judged_topics and judged_topics[0] == judged_topics[-1]:
+            self.judged[judged_topics[0]] += len(judged_topics)
+            self.judged_in_pool[judged_topics[0]] += len(list(in_pool))
+        else:
+            self.judged.update(judged_topics)
+            self.judged_in_pool.update(in_pool)
         if self.binary:
             threshold = self.threshold
             pair_labels = [

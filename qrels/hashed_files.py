@@ -128,8 +128,11 @@ class HashedFile:
     def flush(self) -> None:
         if not self._parts:
             return
-        data = (self._separator.join(self._parts) + self._separator).encode()
-        self.lines += len(self._parts) + self._block_lines
+        lines = len(self._parts) + self._block_lines
+        if self._separator:
+            self._parts.append("")  # the last line's newline, without copying the text again
+        data = self._separator.join(self._parts).encode()
+        self.lines += lines
         self._block_lines = 0
         self._parts.clear()  # in place: the bound append stays valid
         self.bytes += len(data)
