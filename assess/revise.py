@@ -119,7 +119,8 @@ def judged_items(assignment: Assignment, topic: Topic):
     Items taken away after they were judged stay: the verdict is still the assessor's own to
     revise."""
     return (
-        assignment.items.filter(topic=topic, judgment__isnull=False)
+        # A planted repeat is the same document again: listed once, as first served.
+        assignment.items.filter(topic=topic, judgment__isnull=False, repeat_of__isnull=True)
         .select_related("judgment")
         .order_by("position")
     )
