@@ -278,7 +278,7 @@ class TestSidecar:
             "docid": "d00042",
             "label": 2,
             "assessor": "a0000001",
-            "source": "judged",
+            "source": "person",
             "iteration": None,  # the column issue 18 added: only imported judgments have one
             "rubric_version": 1,
             "revisions": 1,
