@@ -532,6 +532,18 @@ def _write_bundle(
             campaign=campaign, kind=Assessor.Kind.PERSON
         ).values_list("pk", "name", "pseudonym")
     }
+    # With models' labels asked for: how many qrels lines rest on them alone, or in part.
+    models = (
+        {
+            str(pk)
+            for pk in Assessor.objects.filter(
+                campaign=campaign, kind=Assessor.Kind.MODEL
+            ).values_list("pk", flat=True)
+        }
+        if s.include_models
+        else set()
+    )
+    from_models = [0, 0]  # qrels lines from models' labels only, from models' and others'
 
     # One pass over the rows, sorted by pair (a pair's rows are consecutive): each row goes to
     # the sidecar and the tallies as it comes; each pair, once its rows are in, to the qrels.
@@ -565,6 +577,10 @@ def _write_bundle(
                         overlap.setdefault(people[v[0]], {})[pair] = v[1]
             if qrels_rows is not None:
                 qrels_rows.append((topic_id, doc_id, resolver(topic_id, verdicts)))
+                if models:
+                    by_models = sum(1 for v in verdicts if v[0] in models)
+                    if by_models:
+                        from_models[by_models < len(verdicts)] += 1
         else:
             if negatives:
                 tally[2] += 1
@@ -650,6 +666,7 @@ def _write_bundle(
         marked_unjudged=marked_unjudged,
         by_assessor={unescape(d): v for d, v in by_assessor.items()},
         overlap=overlap,
+        from_models=from_models if qrels is not None else None,
     )
     readme = render_readme(manifest)
     readme_bytes = readme.encode()
@@ -950,6 +967,7 @@ def _manifest(
     marked_unjudged: dict[str, int],
     by_assessor: dict[str, list],
     overlap: dict[str, dict[tuple[str, str], int]],
+    from_models: list[int] | None = None,
 ) -> dict[str, Any]:
     campaign = s.campaign
     rubric: RubricVersion | None = campaign.current_rubric()
@@ -1072,6 +1090,10 @@ def _manifest(
             "counted": list(s.kinds),
             "judgments": {kind: sources[kind] for kind in sorted(sources)},
             "left_out": left_out,
+            # Lines of qrels.txt whose pair models alone labelled, and those where a model's
+            # label was one of several the policy combined (only with models included).
+            "qrels_lines_from_models_only": from_models[0] if from_models else 0,
+            "qrels_lines_with_models": from_models[1] if from_models else 0,
         },
         "topics": topics,
         "totals": totals,
@@ -1137,7 +1159,7 @@ def _number(value: float | None, digits: int = 3) -> str:
 SOURCE_TEXT = {
     Assessor.Kind.PERSON.value: "people judging in Pooljudge",
     Assessor.Kind.IMPORTED.value: "imported qrels (earlier judgments)",
-    Assessor.Kind.MODEL.value: "a model's labels (an LLM judge)",
+    Assessor.Kind.MODEL.value: "a model's labels, e.g. an LLM judge's",
     Assessor.Kind.ADJUDICATED.value: "adjudicated labels",
 }
 
@@ -1263,6 +1285,10 @@ def _readme_context(m: dict[str, Any]) -> dict[str, Any]:
             }
             for kind, counts in m["sources"]["judgments"].items()
         ],
+        "model_lines": {
+            "only": _commas(m["sources"]["qrels_lines_from_models_only"]),
+            "with": _commas(m["sources"]["qrels_lines_with_models"]),
+        },
         "sources_left_out": ", ".join(
             f"`{kind}` ({SOURCE_TEXT.get(kind, kind)})" for kind in m["sources"]["left_out"]
         ),
