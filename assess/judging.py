@@ -913,7 +913,7 @@ JOIN {Pool._meta.db_table} p ON p.id = a.pool_id
 JOIN {Campaign._meta.db_table} c ON c.id = a.campaign_id
 JOIN {Assessor._meta.db_table} s ON s.id = a.assessor_id
 JOIN {Topic._meta.db_table} t ON t.id = ai.topic_id
-LEFT JOIN {Judgment._meta.db_table} j ON j.id = ai.judgment_id
+LEFT JOIN {Judgment._meta.db_table} j ON j.id = ai.judgment_id AND j.assessor_id = a.assessor_id
 WHERE ai.token = %(item)s AND a.token = %(assignment)s AND c.slug = %(slug)s
   AND s.user_id = %(user)s
   AND EXISTS (SELECT 1 FROM {Membership._meta.db_table} m

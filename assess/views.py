@@ -90,6 +90,10 @@ def _get_item(assignment: Assignment, token: str) -> AssignmentItem:
     item = assignment.items.filter(token=token).select_related("topic", "judgment").first()
     if item is None:
         raise Http404("No such document in this assignment.")
+    if item.judgment is not None and item.judgment.assessor_id != assignment.assessor_id:
+        # Blindness (issue 20): an assessor reads their own verdict only, never another
+        # assessor's or a model's, whatever an item was linked to.
+        item.judgment = None
     return item
 
 

@@ -44,6 +44,10 @@ owns each topic, overlap assessors only double-check), else ``majority``.
 Options shared by every function here:
 
 * ``include_imported`` (default True): count the verdicts of imported sources (earlier qrels).
+* ``include_models`` (default False): count the labels of model assessors (an LLM judge's,
+  imported with ``import_qrels --kind model`` or made by a model job). Left out unless asked,
+  so that default qrels are people's. Adjudicated labels never count as one verdict among
+  others.
 * ``assessors``: only these assessors (by name), e.g. to compare two people.
 * ``pool``: a :class:`~pooling.models.Pool`. With one, only pairs in that pool are written
   (verdicts on other pairs are left out) and its entries are the pooled pairs; without one,
@@ -262,6 +266,7 @@ def iter_campaign_qrels(
     unjudged: Unjudged = "omit",
     pool: Pool | None = None,
     binary: bool = False,
+    include_models: bool = False,
 ) -> Iterator[tuple[str, str, int]]:
     """:func:`campaign_qrels` as a stream of (topic id, document id, label) in qrels order.
 
@@ -269,7 +274,13 @@ def iter_campaign_qrels(
     options."""
     policy = policy or default_policy(campaign)
     check_options(policy, unjudged)
-    s = scope(campaign=campaign, include_imported=include_imported, assessors=assessors, pool=pool)
+    s = scope(
+        campaign=campaign,
+        include_imported=include_imported,
+        assessors=assessors,
+        pool=pool,
+        include_models=include_models,
+    )
     if policy == "refuse":
         conflicts = find_conflicts(s)
         if conflicts:
@@ -289,6 +300,7 @@ def campaign_qrels(
     unjudged: Unjudged = "omit",
     pool: Pool | None = None,
     binary: bool = False,
+    include_models: bool = False,
 ) -> Qrels:
     """The campaign's qrels, topic id -> document id -> label, one label per pair resolved by
     ``policy`` (default: :func:`default_policy`). See the module docstring for every rule.
@@ -304,6 +316,7 @@ def campaign_qrels(
         unjudged=unjudged,
         pool=pool,
         binary=binary,
+        include_models=include_models,
     ):
         qrels.setdefault(topic_id, {})[doc_id] = label
     return qrels
@@ -317,6 +330,7 @@ def per_assessor_qrels(
     unjudged: Unjudged = "omit",
     pool: Pool | None = None,
     binary: bool = False,
+    include_models: bool = False,
 ) -> dict[str, Qrels]:
     """Each assessor's own qrels, assessor name -> topic id -> document id -> label.
 
@@ -325,7 +339,13 @@ def per_assessor_qrels(
     added, whatever ``unjudged``: which pairs were theirs to judge is an assignment question,
     not a qrels one. Assessors without a judgment in the scope are absent."""
     check_options("max", unjudged)
-    s = scope(campaign=campaign, include_imported=include_imported, assessors=assessors, pool=pool)
+    s = scope(
+        campaign=campaign,
+        include_imported=include_imported,
+        assessors=assessors,
+        pool=pool,
+        include_models=include_models,
+    )
     names = {
         str(pk): name
         for pk, name in Assessor.objects.filter(campaign=campaign).values_list("pk", "name")
