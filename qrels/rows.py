@@ -31,7 +31,7 @@ from typing import NamedTuple
 from django.db import connection
 
 from assess.models import Assignment
-from campaigns.models import Assessor, Campaign, Judgment, Topic
+from campaigns.models import VERDICT_KINDS, Assessor, Campaign, Judgment, Topic
 from pooling.models import Pool, PoolEntry
 
 NULL = ""
@@ -257,8 +257,10 @@ def _judgment_filter(s: Scope, j: str, a: str) -> tuple[str, list]:
     sql = [f"{j}.campaign_id = %s"]
     params: list = [s.campaign.pk]
     if not s.include_imported:
-        sql.append(f"{a}.kind = %s")
-        params.append(Assessor.Kind.PERSON.value)
+        # Without imported sources: adjudicated and model labels stay (the sidecar lists them,
+        # the policies decide what they count for).
+        sql.append(f"{a}.kind <> %s")
+        params.append(Assessor.Kind.IMPORTED.value)
     if s.assessor_ids is not None:
         if not s.assessor_ids:
             sql.append("1 = 0")
@@ -490,10 +492,16 @@ class Conflict:
 
 
 def find_conflicts(s: Scope) -> list[Conflict]:
-    """Every pair in the scope whose verdicts disagree, with each assessor's label (by name)."""
+    """Every pair in the scope whose verdicts disagree, with each assessor's label (by name).
+    Adjudicated and model labels are not verdicts: they neither conflict nor settle one."""
     judgment, topic, assessor = _t(Judgment), _t(Topic), _t(Assessor)
     where, params = _judgment_filter(s, "j", "a")
     inner_where, inner_params = _judgment_filter(s, "j2", "a2")
+    kinds = _placeholders(VERDICT_KINDS)
+    where += f" AND a.kind IN ({kinds})"
+    params = [*params, *VERDICT_KINDS]
+    inner_where += f" AND a2.kind IN ({kinds})"
+    inner_params = [*inner_params, *VERDICT_KINDS]
     in_pool = ""
     pool_params: list = []
     if s.pool is not None:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from qrels.views import agreement, evaluation, export, pool_bias, reports, stability
+from qrels.views import adjudication, agreement, evaluation, export, pool_bias, reports, stability
 
 app_name = "qrels"
 
@@ -19,6 +19,11 @@ urlpatterns = [
         "<slug:slug>/reports/agreement/<int:a>/<int:b>/pairs/",
         agreement.agreement_pairs,
         name="agreement_pairs",
+    ),
+    path(
+        "<slug:slug>/reports/adjudicate/",
+        adjudication.adjudicate_pair,
+        name="adjudicate",
     ),
     path("<slug:slug>/reports/evaluation/", evaluation.evaluation_page, name="evaluation"),
     path(
