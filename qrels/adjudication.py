@@ -119,9 +119,7 @@ def current_adjudication(*, campaign: Campaign, topic: Topic, doc_id: str) -> Ju
     assessor = adjudicated_assessor(campaign)
     if assessor is None:
         return None
-    return (
-        Judgment.objects.filter(assessor=assessor, topic=topic, doc_id=doc_id).order_by().first()
-    )
+    return Judgment.objects.filter(assessor=assessor, topic=topic, doc_id=doc_id).order_by().first()
 
 
 def adjudication_history(judgment: Judgment | None) -> list[JudgmentRevision]:

@@ -21,7 +21,8 @@ urlpatterns = [
         name="agreement_pairs",
     ),
     path(
-        "<slug:slug>/reports/adjudicate/",
+        # The document id last, as a path: ids may hold any character but whitespace.
+        "<slug:slug>/reports/adjudicate/<int:topic>/<path:doc>",
         adjudication.adjudicate_pair,
         name="adjudicate",
     ),

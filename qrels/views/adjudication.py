@@ -54,18 +54,6 @@ class AdjudicationForm(forms.Form):
         return reason
 
 
-def _pair(request: HttpRequest, campaign: Campaign) -> tuple[Topic, str]:
-    topic = Topic.objects.filter(campaign=campaign, pk=_int(request.GET.get("topic"))).first()
-    doc_id = request.GET.get("doc", "")
-    if topic is None or not doc_id:
-        raise Http404("No such pair.")
-    return topic, doc_id
-
-
-def _int(raw: str | None) -> int | None:
-    return int(raw) if raw and raw.isdigit() and len(raw) < 12 else None
-
-
 def _back(request: HttpRequest, campaign: Campaign) -> str:
     """The agreement page the pair was opened from (``next``, e.g. a filtered pairs list),
     else the agreement page. Only this campaign's agreement pages: never an outside address."""
@@ -77,21 +65,22 @@ def _back(request: HttpRequest, campaign: Campaign) -> str:
 
 
 def adjudicate_url(slug: str, topic_pk: int, doc_id: str, *, back: str = "") -> str:
-    query: dict[str, object] = {"topic": topic_pk, "doc": doc_id}
-    if back:
-        query["next"] = back
-    return reverse("qrels:adjudicate", args=[slug]) + "?" + urlencode(query)
+    url = reverse("qrels:adjudicate", args=[slug, topic_pk, doc_id])
+    return url + "?" + urlencode({"next": back}) if back else url
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def adjudicate_pair(request: HttpRequest, slug: str) -> HttpResponse:
-    """One pair (``?topic=`` a topic's pk, ``&doc=`` a document id): the document as assessors
+def adjudicate_pair(request: HttpRequest, slug: str, topic: int, doc: str) -> HttpResponse:
+    """One pair (a topic's pk, a document id): the document as assessors
     saw it, every verdict with its note, flags and time, the adjudicated label's history, and
     the form that records (or revises) it. A form shown before someone else adjudicated the pair
     is refused (409) with the reader's label and reason kept in it."""
     campaign = get_campaign_for(request, slug, role=ADJUDICATING)
-    topic, doc_id = _pair(request, campaign)
+    pair_topic = Topic.objects.filter(campaign=campaign, pk=topic).first()
+    if pair_topic is None:
+        raise Http404("No such topic.")
+    topic, doc_id = pair_topic, doc
     verdicts = pair_verdicts(campaign=campaign, topic=topic, doc_id=doc_id)
     if not verdicts:
         raise Http404("Nobody judged this pair.")

@@ -170,9 +170,9 @@ class TestEachCountListsItsPairs:
         assert "unsure" in html
         assert "12 s (9 s active)" in html
         # The document opens on the adjudication page, as assessors saw it, with both verdicts.
-        doc_link = reverse("qrels:adjudicate", args=[campaign.slug])
         topic = campaign.topics.get(topic_id="1")
-        href = re.search(rf'href="({re.escape(doc_link)}\?topic={topic.pk}&amp;doc=d3[^"]*)"', html)
+        doc_link = reverse("qrels:adjudicate", args=[campaign.slug, topic.pk, "d3"])
+        href = re.search(rf'href="({re.escape(doc_link)}[^"]*)"', html)
         assert href, html
         document = client.get(unescape(href.group(1)))
         assert document.status_code == 200
