@@ -479,6 +479,13 @@ FILL: dict[str, Fill] = {
         "": ({"a": s.assessors[0].pk, "b": s.assessors[1].pk}, None)
     },
     "qrels:adjudicate": lambda s: {"": ({"topic": s.judged[0], "doc": s.judged[1]}, None)},
+    "assess:grid_cell": lambda s: {
+        "": (
+            {"version": s.pool.version, "topic": s.topics[0].pk, "assessor": s.assessors[0].pk},
+            None,
+        )
+    },
+    "assess:grid_deal": lambda s: {"": ({"version": s.pool.version}, None)},
     "qrels:evaluation_run": lambda s: {"": ({"pk": s.runs[0].pk}, None)},
     "qrels:report_job_status": lambda s: {"": ({"pk": s.report_job.pk}, None)},
 }
@@ -928,6 +935,8 @@ POLICY: dict[str, tuple[str, str]] = {
     "qrels:agreement_pair": ("adjudicating", "nobody"),
     "qrels:agreement_pairs": ("adjudicating", "nobody"),
     "qrels:adjudicate": ("adjudicating", "adjudicating"),
+    "assess:grid_cell": ("organisers", "organisers"),
+    "assess:grid_deal": ("nobody", "organisers"),
     "qrels:evaluation": ("organisers", "organisers"),
     "qrels:evaluation_run": ("organisers", "nobody"),
     "qrels:stability": ("organisers", "organisers"),
@@ -1080,6 +1089,13 @@ PAYLOADS: dict[str, Callable[[World, Side, str], dict[str, Any]]] = {
         "version": "0",
     },
     "assess:skip": lambda w, s, r: {"submission": str(uuid.uuid4())},
+    # End the first assessor's work on topic 301, applied (not only previewed).
+    "assess:grid_cell": lambda w, s, r: {"action": "end", "confirm": "1"},
+    # Both topics are someone's primary work: the preview says so, and changes nothing.
+    "assess:grid_deal": lambda w, s, r: {
+        "topics": [t.pk for t in s.topics],
+        "assessors": [a.pk for a in s.assessors],
+    },
     "qrels:adjudicate": lambda w, s, r: {
         "label": "2",
         "reason": "the narrative settles it",
