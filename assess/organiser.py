@@ -166,7 +166,20 @@ def _grid(campaign: Campaign, pool: Pool) -> dict:
                 "topic": topic,
                 "judged": judged,
                 "assigned": assigned,
-                "cells": [cells.get((topic.pk, column.pk), []) for column in columns],
+                "cells": [
+                    {
+                        "work": cells.get((topic.pk, column.pk), []),
+                        "name": column.name,
+                        # Work goes only to people with a login (assess.grid_views).
+                        "url": reverse(
+                            "assess:grid_cell",
+                            args=[campaign.slug, pool.version, topic.pk, column.pk],
+                        )
+                        if column.pk in members
+                        else "",
+                    }
+                    for column in columns
+                ],
             }
         )
     return {

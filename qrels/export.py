@@ -565,7 +565,11 @@ def _write_bundle(
     ) -> None:
         topic_id = unescape(pair_topic) if "\\" in pair_topic else pair_topic
         doc_id = unescape(pair_doc) if "\\" in pair_doc else pair_doc
+        label = None
         if verdicts:
+            # Per-assessor files need no policy (and refuse must not run on them).
+            label = resolver(topic_id, verdicts) if qrels_rows is not None else verdicts[0][1]
+        if label is not None:
             tally[0] += 1
             if pooled:
                 tally[1] += 1
@@ -576,7 +580,7 @@ def _write_bundle(
                     for v in by_people:
                         overlap.setdefault(people[v[0]], {})[pair] = v[1]
             if qrels_rows is not None:
-                qrels_rows.append((topic_id, doc_id, resolver(topic_id, verdicts)))
+                qrels_rows.append((topic_id, doc_id, label))
                 if models:
                     by_models = sum(1 for v in verdicts if v[0] in models)
                     if by_models:
@@ -951,6 +955,8 @@ POLICY_TEXT = {
     "first": "the label judged first (earliest first judgment; ties by assessor pseudonym)",
     "refuse": "the label all assessors agree on (the export refuses to run if any pair has "
     "disagreeing labels)",
+    "adjudicated": "the adjudicated label (an organiser or adjudicator settled the pair, with a "
+    "reason) where one exists; elsewhere the campaign's default policy",
 }
 
 

@@ -15,6 +15,7 @@ POLICY_HELP = {
     "mean": "mean, rounded half up",
     "first": "the label judged first",
     "refuse": "only if assessors agree",
+    "adjudicated": "the adjudicated label, else the default policy",
 }
 
 

@@ -70,16 +70,22 @@ class Scope:
     include_models: bool = False
 
     @property
-    def kinds(self) -> tuple[str, ...]:
-        """The kinds of assessor whose verdicts count: people always, imported sources unless
-        left out, models only when asked. Adjudicated labels are a policy's business, never
-        one verdict among others."""
+    def verdict_kinds(self) -> tuple[str, ...]:
+        """The kinds of assessor whose labels are verdicts the policies weigh: people always,
+        imported sources unless left out, models only when asked."""
         kinds = [Assessor.Kind.PERSON.value]
         if self.include_imported:
             kinds.append(Assessor.Kind.IMPORTED.value)
         if self.include_models:
             kinds.append(Assessor.Kind.MODEL.value)
         return tuple(kinds)
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds of assessor whose labels the export reads: the verdicts, and the adjudicated
+        labels (the sidecar lists them; only the ``adjudicated`` policy counts them, never as
+        one verdict among others)."""
+        return (*self.verdict_kinds, Assessor.Kind.ADJUDICATED.value)
 
 
 def scope(
@@ -518,10 +524,18 @@ class Conflict:
 
 
 def find_conflicts(s: Scope) -> list[Conflict]:
-    """Every pair in the scope whose verdicts disagree, with each assessor's label (by name)."""
+    """Every pair in the scope whose verdicts disagree, with each assessor's label (by name).
+    Adjudicated labels are not verdicts: they neither conflict nor settle one (nor are models'
+    labels, unless the scope includes models)."""
     judgment, topic, assessor = _t(Judgment), _t(Topic), _t(Assessor)
     where, params = _judgment_filter(s, "j", "a")
     inner_where, inner_params = _judgment_filter(s, "j2", "a2")
+    verdicts = s.verdict_kinds
+    kinds = _placeholders(verdicts)
+    where += f" AND a.kind IN ({kinds})"
+    params = [*params, *verdicts]
+    inner_where += f" AND a2.kind IN ({kinds})"
+    inner_params = [*inner_params, *verdicts]
     in_pool = ""
     pool_params: list = []
     if s.pool is not None:
