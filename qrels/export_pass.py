@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from itertools import compress, islice
 from operator import eq, itemgetter, not_
 from pathlib import Path
@@ -145,7 +145,9 @@ class ExportPass:
     and the documentation's tallies, from blocks of rows (:meth:`feed`, then :meth:`finish`).
 
     ``people`` maps the ids (as text) of the assessors who are people to the names the
-    agreement figures use; ``write_unjudged`` writes a pooled pair nobody labelled as -1."""
+    agreement figures use; ``models`` holds the ids of the models whose labels count (their
+    qrels lines are counted in ``from_models``); ``write_unjudged`` writes a pooled pair nobody
+    labelled as -1."""
 
     def __init__(
         self,
@@ -154,6 +156,7 @@ class ExportPass:
         qrels: QrelsWriter | None,
         resolver: Resolver,
         people: Mapping[str, str],
+        models: Collection[str] = (),
         write_unjudged: bool,
         per_assessor: bool,
         binary: bool,
@@ -163,6 +166,11 @@ class ExportPass:
         self.qrels = qrels
         self.resolver = resolver
         self.people = people
+        self.models = frozenset(models)
+        # Assessors whose rows need the row-by-row loop: their labels are no verdicts to the
+        # policy (adjudicated ones), or the qrels lines resting on them are counted (models).
+        self._special = self.models | resolver.ignored
+        self.from_models = [0, 0]  # qrels lines from models' labels only, from models' and others'
         self.write_unjudged = write_unjudged
         self.per_assessor = per_assessor
         self.binary = binary
@@ -216,6 +224,7 @@ class ExportPass:
         topics, docs, labels = columns[TOPIC], columns[DOC], columns[LABEL]
         if (
             self.per_assessor
+            or (self._special and not self._special.isdisjoint(columns[ASSESSOR_ID]))
             or "-" in "".join(labels)
             or "\\" in "".join(topics)
             or "\\" in "".join(docs)
@@ -388,7 +397,12 @@ class ExportPass:
         topic_id = unescape(pair_topic) if "\\" in pair_topic else pair_topic
         doc_id = unescape(pair_doc) if "\\" in pair_doc else pair_doc
         qrels_rows = self.qrels.rows if self.qrels is not None else None
+        label = None
         if verdicts:
+            # Per-assessor files need no policy (and refuse must not run on them). None: no
+            # label here is a verdict the policy weighs.
+            label = self.resolver(topic_id, verdicts) if qrels_rows is not None else verdicts[0][1]
+        if label is not None:
             self.judged[pair_topic] += 1
             if pooled:
                 self.judged_in_pool[pair_topic] += 1
@@ -399,7 +413,11 @@ class ExportPass:
                     for v in by_people:
                         self.overlap.setdefault(self.people[v[0]], {})[pair] = v[1]
             if qrels_rows is not None:
-                qrels_rows.append((topic_id, doc_id, self.resolver(topic_id, verdicts)))
+                qrels_rows.append((topic_id, doc_id, label))
+                if self.models:
+                    by_models = sum(1 for v in verdicts if v[0] in self.models)
+                    if by_models:
+                        self.from_models[by_models < len(verdicts)] += 1
         else:
             if negatives:
                 self.marked_unjudged[pair_topic] += 1
