@@ -28,6 +28,7 @@ from django_htmx.http import HttpResponseStopPolling
 from accounts.models import Account
 from accounts.passwords import OneTimeLink, one_time_link
 from assess import dashboard as dash
+from assess import repeats
 from assess.assignments import AssignmentError, assign, end_assignment, reassign_topic, rebalance
 from assess.forms import (
     AddMemberForm,
@@ -382,6 +383,7 @@ def assign_work(request: HttpRequest, slug: str, version: int) -> HttpResponse:
                 interleave=data["interleave"],
                 overlap=data["overlap"],
                 partner=data["partner"],
+                repeat_rate=data["repeats"],
                 by=request.user,
             )
         except AssignmentError as exc:
@@ -513,6 +515,7 @@ def progress(request: HttpRequest, slug: str) -> HttpResponse:
         "active_assessors": Assessor.objects.filter(Q(assignments__active=True), campaign=campaign)
         .distinct()
         .count(),
+        "consistency": repeats.self_agreement(campaign),
     }
     if _wants_fragment(request):
         response = render(request, f"{PROGRESS}#live", context)

@@ -51,6 +51,10 @@ owns each topic, overlap assessors only double-check), else ``majority``.
 Options shared by every function here:
 
 * ``include_imported`` (default True): count the verdicts of imported sources (earlier qrels).
+* ``include_models`` (default False): count the labels of model assessors (an LLM judge's,
+  imported with ``import_qrels --kind model`` or made by a model job). Left out unless asked,
+  so that default qrels are people's. Adjudicated labels never count as one verdict among
+  others.
 * ``assessors``: only these assessors (by name), e.g. to compare two people.
 * ``pool``: a :class:`~pooling.models.Pool`. With one, only pairs in that pool are written
   (verdicts on other pairs are left out) and its entries are the pooled pairs; without one,
@@ -75,7 +79,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Literal
 
 from assess.models import Assignment
-from campaigns.models import VERDICT_KINDS, Assessor, Campaign
+from campaigns.models import Assessor, Campaign
 from pooling.models import Pool
 from qrels.rows import (
     NULL,
@@ -256,9 +260,11 @@ def unjudged_label(negatives: list[int]) -> int:
 def resolver_for(s: Scope, policy: str, *, binary: bool = False) -> Resolver:
     fallback = default_policy(s.campaign) if policy == "adjudicated" else policy
     primary = primary_assessors(s.campaign, s.pool) if fallback == "primary" else {}
+    # Labels in the scope that are not verdicts: the adjudicated ones (a model's are left out of
+    # the scope unless asked for, and then they are verdicts).
     others = (
         Assessor.objects.filter(campaign=s.campaign)
-        .exclude(kind__in=VERDICT_KINDS)
+        .exclude(kind__in=s.verdict_kinds)
         .order_by()
         .values_list("pk", "kind")
     )
@@ -307,6 +313,7 @@ def iter_campaign_qrels(
     unjudged: Unjudged = "omit",
     pool: Pool | None = None,
     binary: bool = False,
+    include_models: bool = False,
 ) -> Iterator[tuple[str, str, int]]:
     """:func:`campaign_qrels` as a stream of (topic id, document id, label) in qrels order.
 
@@ -314,7 +321,13 @@ def iter_campaign_qrels(
     options."""
     policy = policy or default_policy(campaign)
     check_options(policy, unjudged)
-    s = scope(campaign=campaign, include_imported=include_imported, assessors=assessors, pool=pool)
+    s = scope(
+        campaign=campaign,
+        include_imported=include_imported,
+        assessors=assessors,
+        pool=pool,
+        include_models=include_models,
+    )
     if policy == "refuse":
         conflicts = find_conflicts(s)
         if conflicts:
@@ -334,6 +347,7 @@ def campaign_qrels(
     unjudged: Unjudged = "omit",
     pool: Pool | None = None,
     binary: bool = False,
+    include_models: bool = False,
 ) -> Qrels:
     """The campaign's qrels, topic id -> document id -> label, one label per pair resolved by
     ``policy`` (default: :func:`default_policy`). See the module docstring for every rule.
@@ -349,6 +363,7 @@ def campaign_qrels(
         unjudged=unjudged,
         pool=pool,
         binary=binary,
+        include_models=include_models,
     ):
         qrels.setdefault(topic_id, {})[doc_id] = label
     return qrels
@@ -362,6 +377,7 @@ def per_assessor_qrels(
     unjudged: Unjudged = "omit",
     pool: Pool | None = None,
     binary: bool = False,
+    include_models: bool = False,
 ) -> dict[str, Qrels]:
     """Each assessor's own qrels, assessor name -> topic id -> document id -> label.
 
@@ -370,7 +386,13 @@ def per_assessor_qrels(
     added, whatever ``unjudged``: which pairs were theirs to judge is an assignment question,
     not a qrels one. Assessors without a judgment in the scope are absent."""
     check_options("max", unjudged)
-    s = scope(campaign=campaign, include_imported=include_imported, assessors=assessors, pool=pool)
+    s = scope(
+        campaign=campaign,
+        include_imported=include_imported,
+        assessors=assessors,
+        pool=pool,
+        include_models=include_models,
+    )
     names = {
         str(pk): name
         for pk, name in Assessor.objects.filter(campaign=campaign).values_list("pk", "name")

@@ -162,20 +162,24 @@ class AssessorInfo:
 
 def judging_assessors(campaign: Campaign, *, include_imported: bool = True) -> list[AssessorInfo]:
     """The campaign's assessors with at least one label (an imported source of negative labels
-    only included: agreement shows its pairs): people first, then imported sources, each by
-    name. (One index probe per assessor, not a count of judgments.)"""
+    only included: agreement shows its pairs): people first, then imported sources, then
+    models, each by name. Adjudicated labels are the campaign's answer, not an assessor's
+    verdict, so they are never compared. (One index probe per assessor, not a count of
+    judgments.)"""
     verdicts = Judgment.objects.filter(assessor=OuterRef("pk"))
     assessors = (
         # Adjudicated and model labels are not assessors' verdicts: agreement never pairs them
         # (an adjudication must leave every agreement figure as it was).
         Assessor.objects.filter(campaign=campaign, kind__in=VERDICT_KINDS)
         .filter(Exists(verdicts))
+        .exclude(kind=Assessor.Kind.ADJUDICATED)
         .values_list("pk", "name", "kind")
         .order_by()
     )
     if not include_imported:
         assessors = assessors.filter(kind=Assessor.Kind.PERSON)
-    people_first = sorted(assessors, key=lambda r: (r[2] != Assessor.Kind.PERSON, r[1]))
+    order = {Assessor.Kind.PERSON: 0, Assessor.Kind.IMPORTED: 1, Assessor.Kind.MODEL: 2}
+    people_first = sorted(assessors, key=lambda r: (order.get(r[2], 3), r[1]))
     return [AssessorInfo(*row) for row in people_first]
 
 

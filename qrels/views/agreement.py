@@ -21,7 +21,7 @@ from qrels.adjudication import adjudicated_labels
 from qrels.agreement_data import BOOTSTRAP, agreement_data
 from qrels.queries import PairFilter, PairPage, pairs_both_judged
 from qrels.report_forms import AgreementForm, PairListForm
-from qrels.reports import AgreementReport
+from qrels.reports import COMPARISON_TITLES, AgreementReport
 from qrels.views.adjudication import adjudicate_url
 from qrels.views.common import base, query_string, report_download
 
@@ -71,6 +71,10 @@ def agreement_page(request: HttpRequest, slug: str) -> HttpResponse:
         "small_pairs": sum(1 for pair in data.pairs if pair.small_n),
         "negative_pairs": [pair for pair in data.pairs if pair.negative],
         "graded_scale": len(data.scale) > 2,
+        "headline": data.headline,
+        "headline_band": kappa_band(data.headline.kappa) if data.headline else "none",
+        "leniency": data.leniency,
+        "models": [name for name in data.assessors if data.kinds.get(name) == "model"],
         "csv_url": query_string(request, format="csv"),
         "json_url": query_string(request, format="json"),
     }
@@ -112,17 +116,25 @@ def _matrix(data: AgreementReport, *, slug: str, pks: dict[str, int]) -> dict[st
         }
         for name in data.assessors
     ]
-    pair_rows = [
+    comparisons = [
         {
-            "pair": pair,
-            "band": kappa_band(pair.cohen_kappa),
-            "url": url(pair.a, pair.b),
-            "pairs_url": pairs(pair.a, pair.b),
-            "negative_url": pairs(pair.a, pair.b, show="negative"),
+            "key": key,
+            "title": COMPARISON_TITLES[key],
+            "rows": [
+                {
+                    "pair": pair,
+                    "band": kappa_band(pair.cohen_kappa),
+                    "url": url(pair.a, pair.b),
+                    "pairs_url": pairs(pair.a, pair.b),
+                    "negative_url": pairs(pair.a, pair.b, show="negative"),
+                }
+                for pair in group
+            ],
         }
-        for pair in data.pairs
+        for key, group in data.by_comparison().items()
+        if group
     ]
-    return {"matrix": matrix, "pair_rows": pair_rows}
+    return {"matrix": matrix, "comparisons": comparisons}
 
 
 @login_required

@@ -57,7 +57,7 @@ from pooling.models import Pool, Run
 from qrels.models import Export
 from qrels.tasks import REPORT_KIND, export_task, report_task
 from tests.conftest import PASSWORD, HttpsClient
-from tests.factories import make_documents, make_pool, make_run, make_topics
+from tests.factories import make_documents, make_pool, make_run, make_topics, model_labels
 
 pytestmark = pytest.mark.django_db
 
@@ -305,6 +305,11 @@ def _side(name: str, slug: str, organiser, first, second) -> Side:
             timing=Timing(),
             note=f"{mark}-note-{who}",
         )
+    # A model's labels on every pooled pair (issue 20): its name, rationale and round are
+    # private strings for the assessors, who must never see a model's verdict.
+    model_labels(
+        pool, name=f"{mark}-model", note=f"{mark}-model-note", iteration=f"{mark}-model-round"
+    )
     upload = store_upload(
         campaign=campaign,
         kind="topics",
@@ -364,6 +369,9 @@ def _side(name: str, slug: str, organiser, first, second) -> Side:
         "run-beta": runs[1].tag,
         "note-first": f"{mark}-note-first",
         "note-second": f"{mark}-note-second",
+        "model": f"{mark}-model",
+        "model-note": f"{mark}-model-note",
+        "model-round": f"{mark}-model-round",
         "uploaded": f"{mark}-uploaded-topic",
         "organiser": organiser.username,
         "first": first.username,
@@ -1016,7 +1024,16 @@ def private_strings(role: str, world: World, *, refused: bool) -> list[str]:
             other = "second" if me.pk == side.first.pk else "first"
             found += [
                 side.markers[k]
-                for k in ("run-alpha", "run-beta", f"note-{other}", other, "organiser")
+                for k in (
+                    "run-alpha",
+                    "run-beta",
+                    f"note-{other}",
+                    other,
+                    "organiser",
+                    "model",
+                    "model-note",
+                    "model-round",
+                )
             ]
     return [s for s in found if me is None or s != me.username]
 
@@ -1222,7 +1239,16 @@ def test_every_role_reaches_exactly_what_the_policy_allows(world):
     # The private strings are ones the app does show to those allowed (notes and the uploaded
     # file are never rendered; the other campaign's documents only to its assessors, who are
     # no role here), so their absence from every refusal means something.
-    rendered = ("title", "topic-1", "topic-2", "run-alpha", "run-beta", "organiser", "first")
+    rendered = (
+        "title",
+        "topic-1",
+        "topic-2",
+        "run-alpha",
+        "run-beta",
+        "organiser",
+        "first",
+        "model",
+    )
     expected = {side.markers[k] for side in world.sides() for k in (*rendered, "second")}
     expected.add(world.own.markers["document"])
     assert expected <= shown, f"never shown even to those allowed: {sorted(expected - shown)}"
