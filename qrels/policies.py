@@ -397,9 +397,17 @@ def per_assessor_qrels(
         str(pk): name
         for pk, name in Assessor.objects.filter(campaign=campaign).values_list("pk", "name")
     }
+    settled = {
+        str(pk)
+        for pk in Assessor.objects.filter(
+            campaign=campaign, kind=Assessor.Kind.ADJUDICATED
+        ).values_list("pk", flat=True)
+    }
     threshold = campaign.relevance_threshold
     result: dict[str, Qrels] = {}
     for row in judgment_rows(s):
+        if row.assessor_id in settled:  # adjudicated labels are nobody's own qrels
+            continue
         label = int(row.label)
         if binary and label >= 0:
             label = 1 if label >= threshold else 0
