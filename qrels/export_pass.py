@@ -360,7 +360,11 @@ class ExportPass:
                 continue
             self.done += 1
             label = int(label_text)
-            self.labels_by_topic[topic, label_text] += 1
+            # An adjudicated label settles others' verdicts: it is no label of its own in the
+            # topic's distribution, and no assessor's file (the sidecar lists it, by its kind).
+            settled = assessor_id in self.resolver.adjudicated
+            if not settled:
+                self.labels_by_topic[topic, label_text] += 1
             self.rows_by[who] += 1
             self.assessor_ids.setdefault(who, assessor_id)
             if label >= 0:
@@ -368,7 +372,7 @@ class ExportPass:
                 verdicts.append((assessor_id, label, first, pseudonym))
             else:
                 negatives.append(label)
-            if self.per_assessor:
+            if self.per_assessor and not settled:
                 self._per_assessor_file(who).add(
                     unescape(topic), unescape(doc), self._binary(label)
                 )
