@@ -6,6 +6,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import transaction
 from django.test import TestCase
+from django.urls import reverse
 
 from assess import llm
 from assess.model_judging import ConfigError, Execution, model_config, start_model_judging
@@ -260,3 +261,62 @@ def test_chat_url() -> None:
     assert llm.chat_url("http://h:11434") == "http://h:11434/v1/chat/completions"
     assert llm.chat_url("http://h:8000/v1/") == "http://h:8000/v1/chat/completions"
     assert llm.chat_url("https://x/v1/chat/completions") == "https://x/v1/chat/completions"
+
+
+# --- The organiser's page -----------------------------------------------------------------------
+
+
+def _form(server, pool, **changes) -> dict:
+    return {
+        "pool": str(pool.version),
+        "endpoint": server.url,
+        "model": "m",
+        "api_key_env": "",
+        "prompt_template": llm.DEFAULT_TEMPLATE,
+        "label_rule": "exact",
+        "temperature": "0",
+        "seed": "0",
+        "max_tokens": "8",
+        "concurrency": "3",
+        "per_minute": "0",
+        "timeout": "0.3",
+        "retries": "2",
+        "price_prompt": "1",
+        "price_completion": "0",
+        **changes,
+    }
+
+
+@pytest.mark.django_db
+def test_an_organiser_starts_a_model_on_a_pool_from_the_page(
+    client, organiser, campaign, pool, server, django_capture_on_commit_callbacks
+):
+    client.force_login(organiser)
+    url = reverse("assess:model_judges", args=[campaign.slug])
+    page = client.get(url)
+    assert page.status_code == 200
+    assert b"Start judging" in page.content
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(url, _form(server, pool))
+    job = Job.objects.get(kind="judge_with_model")
+    assert response.status_code == 302
+    assert response["Location"] == reverse("campaigns:job", args=[campaign.slug, job.pk])
+    job.refresh_from_db()
+    assert job.status == Job.Status.DONE
+    assert job.created_by == organiser
+    shown = client.get(response["Location"]).content.decode()
+    assert "3 labelled, 2 unparseable, 2 failed" in shown
+    assert "400 prompt + 4 completion tokens, $0.0004" in shown
+    listing = client.get(url).content.decode()
+    assert ModelConfig.objects.get().assessor.name in listing
+    # A bad template is refused on the form, and nothing is made.
+    response = client.post(url, _form(server, pool, prompt_template="$title only", seed="3"))
+    assert response.status_code == 200
+    assert "never shows the document" in response.content.decode()
+    assert ModelConfig.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_assessors_cannot_reach_the_model_page(client, assessor_a, campaign):
+    client.force_login(assessor_a)
+    assert client.get(reverse("assess:model_judges", args=[campaign.slug])).status_code == 404
