@@ -41,6 +41,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
 POSTGRES = "postgres://postgres@127.0.0.1:5432"
@@ -164,11 +165,14 @@ def main() -> int:
 
     django.setup()
     from django.conf import settings
+    from django.contrib.auth.decorators import login_required
     from django.db import connection
+    from django.http import HttpResponse
     from django.test import Client
-    from django.urls import reverse
+    from django.urls import clear_url_caches, path, reverse
 
     from assess.judging import next_item
+    from pooljudge import urls
 
     user, assignment = _setup(args.n, args.mode)
     client = Client(headers={"X-Forwarded-Proto": "https"})
@@ -195,16 +199,26 @@ def main() -> int:
             form["upcoming"] = upcoming.group(1)
         return form
 
+    def post(target: str, form: dict[str, str]):
+        # As judge.js sends it (URLSearchParams), not the test client's default multipart.
+        return client.post(
+            target, urlencode(form), content_type="application/x-www-form-urlencoded", headers=hx
+        )
+
     for _ in range(5):
         html = client.get(url, headers=hx).content.decode()
-        answer = client.post(url, form_of(html), headers=hx)
+        answer = post(url, form_of(html))
         url = following(answer, html)
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         backend = cursor.fetchone()[0]
 
     figures: dict[str, list[float]] = {
-        k: [] for k in ("get_sql", "get_cpu", "post_sql", "post_cpu", "raw", "gz", "select")
+        k: []
+        for k in (
+            *("get_sql", "get_cpu", "post_sql", "post_cpu", "raw", "gz", "select"),
+            *("floor_sql", "floor_cpu"),
+        )
     }
     from pooling import adaptive
 
@@ -233,7 +247,7 @@ def main() -> int:
             html = page.content.decode()
             form = {**form_of(html), "active_ms": "3000"}
             counter.n, ticks, cpu = 0, _cpu_ticks(backend), time.process_time()
-            answer = client.post(url, form, headers=hx)
+            answer = post(url, form)
             figures["post_cpu"].append(time.process_time() - cpu)
             pg["post"] += _cpu_ticks(backend) - ticks
             figures["post_sql"].append(counter.n + health)
@@ -241,6 +255,18 @@ def main() -> int:
             figures["raw"].append(len(answer.content))
             figures["gz"].append(len(gzip.compress(answer.content, 6)))
             url = following(answer, html)
+
+    # The floor of any logged-in request, in the same process: every middleware, the session and
+    # the user read, an empty answer (a view only this benchmark has).
+    urls.urlpatterns.append(path("bench/signed-in", login_required(lambda r: HttpResponse("ok"))))
+    clear_url_caches()
+    client.get("/bench/signed-in")
+    for _ in range(args.n):
+        counter.n, cpu = 0, time.process_time()
+        with connection.execute_wrapper(counter):
+            assert client.get("/bench/signed-in").status_code == 200
+        figures["floor_cpu"].append(time.process_time() - cpu)
+        figures["floor_sql"].append(counter.n + health)
 
     if args.profile:
         import cProfile
@@ -251,7 +277,7 @@ def main() -> int:
         for _ in range(100):
             html = client.get(url, headers=hx).content.decode()
             profiler.enable()
-            answer = client.post(url, form_of(html), headers=hx)
+            answer = post(url, form_of(html))
             profiler.disable()
             url = following(answer, html)
         stats = pstats.Stats(profiler)
@@ -273,6 +299,15 @@ def main() -> int:
     print(f"  GET statements         {med('get_sql')}")
     print(f"  POST Django CPU ms     {med('post_cpu', 1000)}")
     print(f"  GET Django CPU ms      {med('get_cpu', 1000)}")
+    floor = statistics.median(figures["floor_cpu"])
+    print(
+        f"  logged-in floor        {med('floor_sql')} statements, {med('floor_cpu', 1000)} ms "
+        "Django CPU (an empty page behind login)"
+    )
+    print(
+        f"  POST / floor CPU       {statistics.median(figures['post_cpu']) / floor:.2f}x; "
+        f"GET / floor {statistics.median(figures['get_cpu']) / floor:.2f}x"
+    )
     print(f"  POST PostgreSQL CPU ms {pg['post'] * tick_ms / args.n:.2f} (mean)")
     print(f"  GET PostgreSQL CPU ms  {pg['get'] * tick_ms / args.n:.2f} (mean)")
     print(f"  POST answer bytes      raw {med('raw')}, gzip {med('gz')}")

@@ -23,9 +23,11 @@ stack, in three parts, each figure also a ratio to something measured in the sam
    stored, lost, wrong label, stale posts stored).
 3. Saturation: closed loops without think time at 1, 2, 4 … 60 clients (``--levels``), each
    step between two closed loops of as many clients on /healthz (the trivial view; the
-   baseline is their mean, since the machine's other users come and go); judgments/s, the ratio
-   to /healthz, and the CPU split of the machine between the load generator, gunicorn,
-   PostgreSQL and everything else; the knee is the first step within 10 % of the best rate.
+   baseline is their mean, since the machine's other users come and go) and after a closed loop
+   of the same clients on an empty page that needs a login (the floor of any logged-in
+   request: every middleware, the session, the user); judgments/s, the ratios to both, and the
+   CPU split of the machine between the load generator, gunicorn, PostgreSQL and everything
+   else; the knee is the first step within 10 % of the best rate.
 
 Setup, all on loopback, torn down afterwards: a fresh PostgreSQL database (``pj_load``, or
 ``PJ_LOAD_DB``), migrated, static files collected (served by WhiteNoise from gunicorn as in
@@ -82,6 +84,7 @@ CELERY_QUEUE = "pooljudge"  # settings.CELERY_TASK_DEFAULT_QUEUE
 HOST = "127.0.0.1"
 SLUG = "load"
 USER_PREFIX = "load"
+SIGNED_IN = "/bench/signed-in"  # the logged-in floor (added to this server's URLconf only)
 PROBE_USER = "probe"
 PASSWORD = "load-bench-password-4711"  # noqa: S105 (throwaway accounts in a throwaway database)
 
@@ -492,6 +495,22 @@ async def run_phase(
     await asyncio.gather(*(loop(assessor) for assessor in assessors))
 
 
+async def run_signed_in(
+    assessors: Sequence[Assessor], rec: Recorder, name: str, seconds: float
+) -> None:
+    """The logged-in floor in a closed loop: each assessor asks for an empty page that only
+    needs a login (every middleware, the session, the user), so a judgment's cost can be read
+    as a multiple of what any logged-in request costs."""
+    rec.phase = name
+    deadline = time.perf_counter() + seconds
+
+    async def loop(assessor: Assessor) -> None:
+        while time.perf_counter() < deadline:
+            await assessor.send("signed-in", "GET", SIGNED_IN)
+
+    await asyncio.gather(*(loop(assessor) for assessor in assessors))
+
+
 async def run_healthz(
     client: httpx.AsyncClient, rec: Recorder, name: str, clients: int, seconds: float
 ) -> None:
@@ -780,6 +799,7 @@ async def drive(
                 # and the baseline is the mean of the two.
                 for name, work in (
                     (f"healthz c={level}", None),
+                    (f"signed-in c={level}", None),
                     (f"judging c={level}", chosen),
                     (f"healthz after c={level}", None),
                 ):
@@ -787,7 +807,9 @@ async def drive(
                     print(f"{name}: {seconds:.0f} s …", flush=True)
                     first = len(rec.samples)
                     start = await monitor.snapshot()
-                    if work is None:
+                    if name.startswith("signed-in"):
+                        await run_signed_in(chosen, rec, name, seconds)
+                    elif work is None:
                         await run_healthz(client, rec, name, level, seconds)
                     else:
                         await run_phase(work, rec, name, None, seconds)
@@ -983,10 +1005,14 @@ def report(
     print()
     print(
         "3. saturation: closed loops without think time; /healthz by as many clients just "
-        "before and after (healthz/s: their mean)"
+        "before and after (healthz/s: their mean); signed-in/s: an empty page that needs a "
+        "login, asked for by the same clients just before (every middleware, the session and "
+        "the user read: the floor of any logged-in request); ratio: judgments/s over healthz/s, "
+        "floor: over signed-in/s"
     )
     head = (
-        f"{'clients':>8}{'healthz/s':>10}{'judg/s':>8}{'ratio':>8}{'sub p50':>8}{'sub p95':>8}"
+        f"{'clients':>8}{'healthz/s':>10}{'signed-in/s':>12}{'judg/s':>8}{'ratio':>8}"
+        f"{'floor':>7}{'sub p50':>8}{'sub p95':>8}"
         f"{'errors':>7}{'CPU% gen':>9}{'gunicorn':>9}{'postgres':>9}{'others':>8}"
         f"{'gunicorn ms/j':>14}{'pg ms/j':>9}"
     )
@@ -999,6 +1025,8 @@ def report(
             for r in results
             if r.name in (f"healthz c={level}", f"healthz after c={level}")
         )
+        floor_step = next(r for r in results if r.name == f"signed-in c={level}")
+        floor = sum(1 for x in floor_step.samples if x.ok) / floor_step.wall
         jps = work.judgments_per_second
         judge = [x.seconds for x in work.samples if x.kind == "judge"]
         wall_cpu = work.wall * cpus / 100  # CPU seconds in 1 % of the machine
@@ -1007,16 +1035,17 @@ def report(
         db = cpu_delta(work.start.db, work.end.db) / wall_cpu
         busy, ours = work.machine_busy()
         judgments = max(1, sum(1 for x in work.samples if x.kind == "judge" and x.ok))
-        steps.append((level, jps, healthz))
+        steps.append((level, jps, healthz, floor))
         print(
-            f"   {level:>8}{healthz:>10.0f}{jps:>8.1f}{jps / healthz if healthz else 0:>8.3f}"
+            f"   {level:>8}{healthz:>10.0f}{floor:>12.0f}{jps:>8.1f}"
+            f"{jps / healthz if healthz else 0:>8.3f}{jps / floor if floor else 0:>7.2f}"
             f"{_ms(percentile(judge, 50)):>8}{_ms(percentile(judge, 95)):>8}{work.errors:>7}"
             f"{gen:>9.0f}{web:>9.0f}{db:>9.0f}{max(0.0, busy - ours):>8.0f}"
             f"{1000 * cpu_delta(work.start.web, work.end.web) / judgments:>14.1f}"
             f"{1000 * cpu_delta(work.start.db, work.end.db) / judgments:>9.1f}"
         )
-    best = max(jps for _, jps, _ in steps)
-    knee_level, knee_jps, knee_healthz = next(x for x in steps if x[1] >= 0.9 * best)
+    best = max(step[1] for step in steps)
+    knee_level, knee_jps, knee_healthz, knee_floor = next(x for x in steps if x[1] >= 0.9 * best)
     print(
         "   (CPU %: share of the whole machine during the step: generator = this client, "
         "others = everything else on the machine; ms/j: CPU per judgment, all requests of the "
@@ -1025,7 +1054,8 @@ def report(
     print(
         f"   knee: {knee_jps:.0f} judgments/s at {knee_level} clients (the first step within 10 % "
         f"of the best, {best:.0f}/s); /healthz at that step {knee_healthz:.0f}/s: ratio "
-        f"{knee_jps / knee_healthz if knee_healthz else 0:.3f}"
+        f"{knee_jps / knee_healthz if knee_healthz else 0:.3f}; the logged-in floor "
+        f"{knee_floor:.0f}/s: ratio {knee_jps / knee_floor if knee_floor else 0:.2f}"
     )
     if rec.failures:
         print("failures: " + ", ".join(f"{k} x{v}" for k, v in rec.failures.most_common()))
@@ -1265,12 +1295,20 @@ def warm_wsgi() -> Callable[..., Any]:
     that at once took longer than gunicorn's 30 s timeout, so they were killed and restarted in a
     loop. Loaded once here, every worker starts warm and the benchmark measures the steady state.
     """
+    from django.contrib.auth.decorators import login_required
     from django.db import connections
-    from django.urls import get_resolver
+    from django.http import HttpResponse
+    from django.urls import get_resolver, path
 
     from pooljudge.wsgi import application
 
-    get_resolver().url_patterns  # noqa: B018 (evaluated for its side effect: the imports)
+    resolver = get_resolver()
+    # The floor of any page a logged-in person asks for: every middleware, the session and the
+    # user read, an empty answer. Only this benchmark's server has it.
+    resolver.urlconf_module.urlpatterns.append(
+        path(SIGNED_IN[1:], login_required(lambda request: HttpResponse("ok")), name="bench_floor")
+    )
+    resolver.url_patterns  # noqa: B018 (evaluated for its side effect: the imports)
     connections.close_all()  # nothing the workers would inherit
     return application
 

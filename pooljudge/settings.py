@@ -207,6 +207,8 @@ SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
+# Django's database sessions, read without the ORM's per-request query compilation.
+SESSION_ENGINE = "pooljudge.sessions"
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
 # Idle timeout: a session unused for this long must log in again. Active sessions are extended

@@ -140,3 +140,54 @@ def test_pages_of_a_logged_in_user_are_never_stored(client, organiser, campaign)
         response = client.get(path, **extra)
         directives = {d.strip() for d in response.get("Cache-Control", "").split(",")}
         assert {"no-store", "private"} <= directives, (path, response.get("Cache-Control"))
+
+
+# --- The raw reads of every logged-in request (pooljudge/sessions.py, accounts/backends.py) ---
+
+
+def test_the_session_store_reads_what_it_saved_and_nothing_expired():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from pooljudge.sessions import SessionStore
+
+    assert settings.SESSION_ENGINE == "pooljudge.sessions"
+    store = SessionStore()
+    store["answer"] = 42
+    store.save()
+    assert SessionStore(store.session_key).load() == {"answer": 42}
+
+    Session.objects.filter(session_key=store.session_key).update(
+        expire_date=timezone.now() - timedelta(seconds=1)
+    )
+    expired = SessionStore(store.session_key)
+    assert expired.load() == {}
+    assert expired.session_key is None  # dropped, as Django's store drops it
+    assert SessionStore("no-such-key-" + "x" * 20).load() == {}
+
+
+def test_the_backend_finds_the_user_as_the_orm_does(organiser):
+    from django.contrib.auth import get_user_model
+
+    from accounts.backends import ThrottledModelBackend
+
+    backend = ThrottledModelBackend()
+    found = backend.get_user(str(organiser.pk))  # the session keeps the id as text
+    stored = get_user_model().objects.get(pk=organiser.pk)
+    assert {k: v for k, v in vars(found).items() if k != "_state"} == {
+        k: v for k, v in vars(stored).items() if k != "_state"
+    }
+    assert backend.get_user("not-a-number") is None
+    assert backend.get_user(str(organiser.pk + 1000)) is None
+    organiser.is_active = False
+    organiser.save(update_fields=["is_active"])
+    assert backend.get_user(str(organiser.pk)) is None
+
+
+def test_a_logged_in_request_reads_its_session_and_user_in_two_statements(
+    client, organiser, django_assert_num_queries
+):
+    _login(client, organiser)
+    with django_assert_num_queries(2):  # the session, then the user; the page needs nothing else
+        assert client.get(reverse("password_change")).status_code == 200
