@@ -234,17 +234,15 @@ def judge_pool(job: Job, progress: Progress) -> dict[str, Any]:
     in_flight: dict[Future, ModelCall] = {}
 
     def report() -> None:
+        # Set, not Progress.update: that also checks for a cancel, which must not interrupt
+        # recording the answers of calls already out (the heartbeat writes these values).
         tokens = totals.prompt_tokens + totals.completion_tokens
         cost = _cost(execution, totals.prompt_tokens, totals.completion_tokens)
-        progress.update(
-            progress.done,
-            message=f"{tokens:,} tokens"
+        unlabelled = totals.failed + totals.unparseable
+        progress.message = (
+            f"{tokens:,} tokens"
             + (f", ${cost:.4f}" if cost else "")
-            + (
-                f", {totals.failed + totals.unparseable} without a label"
-                if totals.failed or totals.unparseable
-                else ""
-            ),
+            + (f", {unlabelled} without a label" if unlabelled else "")
         )
 
     def settle(future: Future, call: ModelCall) -> None:
@@ -314,13 +312,29 @@ def judge_pool(job: Job, progress: Progress) -> dict[str, Any]:
                     limiter=limiter,
                 )
                 in_flight[future] = call
-    finally:
-        # Cancelled or failing: the calls already out are paid for; record their answers.
-        for future in list(in_flight):
-            future.exception()  # waits
-            settle(future, in_flight.pop(future))
+    except BaseException:
+        # Cancelled or failing: the calls already out are paid for; record their answers, and
+        # what this attempt spent (the job's row keeps it whatever the outcome).
+        _drain(in_flight, settle)
         executor.shutdown(wait=True)
-    by_status = _count_by_status(config, pairs)
+        Job.objects.filter(pk=job.pk, attempts=job.attempts).update(
+            result=_summary(config, execution, totals, pairs)
+        )
+        raise
+    _drain(in_flight, settle)
+    executor.shutdown(wait=True)
+    return _summary(config, execution, totals, pairs)
+
+
+def _drain(in_flight: dict[Future, ModelCall], settle) -> None:
+    for future in list(in_flight):
+        future.exception()  # waits for it
+        settle(future, in_flight.pop(future))
+
+
+def _summary(
+    config: ModelConfig, execution: Execution, totals: _Totals, pairs: list[tuple[int, str]]
+) -> dict[str, Any]:
     cost = _cost(execution, totals.prompt_tokens, totals.completion_tokens)
     message = (
         f"{config.assessor.name}: {totals.labelled} labelled, {totals.unparseable} unparseable, "
@@ -338,7 +352,7 @@ def judge_pool(job: Job, progress: Progress) -> dict[str, Any]:
         "prompt_tokens": totals.prompt_tokens,
         "completion_tokens": totals.completion_tokens,
         "cost": cost,
-        "pairs": by_status,
+        "pairs": _count_by_status(config, pairs),
     }
 
 

@@ -18,7 +18,8 @@ DIRECTIVE = re.compile(r"\b(ANSWER-\d+|CHATTY|NOTJSON|SLOW|BUSY-\d+|DOWN|PAUSE)-
 
 
 class FakeModel:
-    def __init__(self, *, slow: float = 1.0, pause: float = 0.0) -> None:
+    def __init__(self, *, slow: float = 1.0, pause: float = 0.0, on_request=None) -> None:
+        self.on_request = on_request  # called with the request count before each answer
         self.slow = slow
         self.pause = pause
         self.hits: Counter[str] = Counter()  # per directive+suffix (one per document)
@@ -41,6 +42,9 @@ class FakeModel:
                     fake.requests.append(body)
                     fake.headers.append(dict(self.headers))
                     count = fake.hits[key]
+                    total = sum(fake.hits.values())
+                if fake.on_request is not None:
+                    fake.on_request(total)
                 directive = match.group(1) if match else "ANSWER-0"
                 if directive == "DOWN":
                     return self._send(503, b'{"error": "overloaded"}')

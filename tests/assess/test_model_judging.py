@@ -320,3 +320,34 @@ def test_an_organiser_starts_a_model_on_a_pool_from_the_page(
 def test_assessors_cannot_reach_the_model_page(client, assessor_a, campaign):
     client.force_login(assessor_a)
     assert client.get(reverse("assess:model_judges", args=[campaign.slug])).status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)  # the server's thread flags the job on its own connection
+def test_a_cancelled_job_keeps_the_answers_it_paid_for(campaign, settings):
+    settings.JOB_HEARTBEAT_SECONDS = 0  # eager jobs read the cancel flag at every check
+    make_topics(campaign, ["301"])
+    docs = [f"d{i:02d}" for i in range(1, 11)]
+    Document.objects.bulk_create(
+        Document(campaign=campaign, doc_id=d, body=f"ANSWER-1-{d}") for d in docs
+    )
+    make_run(campaign, "r", {"301": [(d, 10.0 - i) for i, d in enumerate(docs)]})
+    pool = make_pool(campaign, depth=10)
+
+    def cancel_at_the_third(total: int) -> None:
+        if total == 3:
+            Job.objects.filter(kind="judge_with_model").update(cancel_requested=True)
+
+    with FakeModel(on_request=cancel_at_the_third) as server:
+        cfg, job = run(campaign, pool, server, Execution(concurrency=1, per_minute=0))
+        assert job.status == Job.Status.CANCELLED
+        asked = sum(server.hits.values())
+        assert asked == 3  # the third call was out: answered and kept, no fourth sent
+        assert Judgment.objects.filter(assessor=cfg.assessor).count() == 3
+        # What the cancelled attempt spent stays on the job (its page shows the message).
+        assert job.result["prompt_tokens"] == 300
+        assert "3 labelled" in job.result["message"]
+        # Started again, it asks only the seven pairs never asked.
+        _cfg, job = run(campaign, pool, server, Execution(concurrency=2, per_minute=0))
+        assert job.status == Job.Status.DONE
+        assert sum(server.hits.values()) == 10
+        assert set(server.hits.values()) == {1}
