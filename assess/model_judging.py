@@ -271,6 +271,7 @@ def judge_pool(job: Job, progress: Progress) -> dict[str, Any]:
                 if call is None:
                     progress.done += 1
                     continue
+                call.topic = topics[topic_id]  # the judgment needs it: no query per answer
                 document = documents.get(doc_id)
                 if document is None:
                     _finish_call(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import transaction
+from django.db import connection, transaction
 from django.test import TestCase
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from assess import llm
@@ -351,3 +352,26 @@ def test_a_cancelled_job_keeps_the_answers_it_paid_for(campaign, settings):
         assert job.status == Job.Status.DONE
         assert sum(server.hits.values()) == 10
         assert set(server.hits.values()) == {1}
+
+
+@pytest.mark.django_db
+def test_queries_per_pair_are_a_constant(campaign):
+    make_topics(campaign, ["301"])
+    docs = [f"d{i:02d}" for i in range(1, 21)]
+    Document.objects.bulk_create(
+        Document(campaign=campaign, doc_id=d, body=f"ANSWER-1-{d}") for d in docs
+    )
+    make_run(campaign, "r", {"301": [(d, 20.0 - i) for i, d in enumerate(docs)]})
+    small = make_pool(campaign, depth=5)
+    large = make_pool(campaign, depth=20)
+    with FakeModel() as server:
+        counts = []
+        for pool, seed in ((small, 1), (large, 2)):
+            with CaptureQueriesContext(connection) as queries:
+                _cfg, job = run(campaign, pool, server, Execution(per_minute=0), seed=seed)
+            assert job.status == Job.Status.DONE
+            counts.append(len(queries))
+    # Claim (an insert in a savepoint: 3), the answer (an update), and in a savepoint the
+    # judgment (locked read, insert, its revision, in record_judgment's own savepoint): 11.
+    per_pair = (counts[1] - counts[0]) / 15
+    assert per_pair <= 11, counts  # 11 measured: nothing per pair beyond these
