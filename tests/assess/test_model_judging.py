@@ -375,3 +375,21 @@ def test_queries_per_pair_are_a_constant(campaign):
     # judgment (locked read, insert, its revision, in record_judgment's own savepoint): 11.
     per_pair = (counts[1] - counts[0]) / 15
     assert per_pair <= 11, counts  # 11 measured: nothing per pair beyond these
+
+
+@pytest.mark.django_db
+def test_probabilities_are_written_for_the_hybrid_simulation(campaign, pool, server, capsys):
+    cfg, _job = run(campaign, pool, server, logprobs=True)
+    call_command("model_probabilities", campaign.slug, "--assessor", cfg.assessor.name)
+    captured = capsys.readouterr()
+    lines = dict(line.rsplit(" ", 1) for line in captured.out.splitlines())
+    # graded3 is relevant from 1: d01 answered 2 (p 0.846 on 2, the rest on 0), d02 answered 0
+    # (its runner-up 1 gets the rest), d06 answered 1 (runner-up 0).
+    p = 1 / (1 + pow(2.718281828459045, -1.7))
+    assert float(lines["301 d01"]) == pytest.approx(p, abs=1e-6)
+    assert float(lines["301 d02"]) == pytest.approx(1 - p, abs=1e-6)
+    assert float(lines["301 d06"]) == pytest.approx(p, abs=1e-6)
+    assert len(lines) == 3
+    assert "3 pairs written" in captured.err
+    with pytest.raises(CommandError, match="No model assessor"):
+        call_command("model_probabilities", campaign.slug, "--assessor", "nobody")

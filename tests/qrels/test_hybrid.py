@@ -129,6 +129,29 @@ def test_command_prints_the_curve_and_refuses_bad_files(tmp_path: Path, capsys) 
     data = json.loads(capsys.readouterr().out)
     assert data["pairs"] == 8
     assert data["curve"][0]["kappa"] == pytest.approx(1.0)
+    probabilities = tmp_path / "p.txt"
+    # The model's probabilities say the opposite of its labels, and they are what the fill
+    # follows: with nobody judging, the merged qrels are the probabilities' verdicts.
+    probabilities.write_text("".join(f"A d{i} {0.9 if i < 4 else 0.1}\n" for i in range(8)))
+    call_command(
+        "hybrid",
+        str(people),
+        str(model),
+        "--probabilities",
+        str(probabilities),
+        "--budget",
+        "0",
+        "--routing",
+        "boundary",
+        "--seeds",
+        "1",
+        "--json",
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert data["curve"][0]["kappa"] == pytest.approx(1.0)
+    probabilities.write_text("A d0 2\n")
+    with pytest.raises(CommandError, match="line 1: probability '2' is not a number"):
+        call_command("hybrid", str(people), str(model), "--probabilities", str(probabilities))
     bad = tmp_path / "bad.txt"
     bad.write_text("A 0 d0 2\nA 0 d1 x\n")
     with pytest.raises(CommandError, match="line 2"):
