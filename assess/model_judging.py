@@ -18,10 +18,12 @@ import hashlib
 import json
 import os
 import re
+import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -192,6 +194,8 @@ def judge_pool(job: Job, progress: Progress) -> dict[str, Any]:
     )
     pool = Pool.objects.get(pk=params.pop("pool"))
     params.pop("assessor", None)
+    # The first job of this run: its follow-ups (slices) do not ask again what failed in it.
+    run_of = params.pop("run_of", job.pk)
     execution = Execution(**params)
     api_key = None
     if config.api_key_env:
@@ -215,12 +219,20 @@ def judge_pool(job: Job, progress: Progress) -> dict[str, Any]:
     if not execution.retry_interrupted:
         settled.add(ModelCall.Status.INTERRUPTED)
     known = {
-        (topic, doc): status
-        for topic, doc, status in ModelCall.objects.filter(config=config)
+        (topic, doc): (status, asked_by)
+        for topic, doc, status, asked_by in ModelCall.objects.filter(config=config)
         .order_by()
-        .values_list("topic_id", "doc_id", "status")
+        .values_list("topic_id", "doc_id", "status", "job_id")
     }
-    todo = [pair for pair in pairs if known.get(pair) not in settled]
+
+    def to_ask(pair: tuple[int, str]) -> bool:
+        status, asked_by = known.get(pair, (None, None))
+        if status == ModelCall.Status.FAILED:
+            # Failed in an earlier run: asked again; in this run (an earlier slice): not.
+            return asked_by is None or asked_by < run_of
+        return status not in settled
+
+    todo = [pair for pair in pairs if to_ask(pair)]
     progress.update(len(pairs) - len(todo), total=len(pairs), message="asking the model")
 
     topics = {t.pk: t for t in Topic.objects.filter(pk__in={t for t, _ in todo})}
@@ -250,9 +262,16 @@ def judge_pool(job: Job, progress: Progress) -> dict[str, Any]:
         progress.done += 1
         report()
 
+    # A pool can take longer than a task may run (CELERY_TASK_TIME_LIMIT, below the broker's
+    # visibility timeout): past the slice, stop sending, settle what is out, and hand the rest
+    # to a follow-up job (the same parameters; it asks only what is still unasked).
+    slice_ends = time.monotonic() + settings.MODEL_JOB_SLICE_SECONDS
+    sliced = False
     executor = ThreadPoolExecutor(max_workers=execution.concurrency, thread_name_prefix="model")
     try:
         for start in range(0, len(todo), 500):
+            if sliced:
+                break
             chunk = todo[start : start + 500]
             documents = {
                 d.doc_id: d
@@ -262,6 +281,9 @@ def judge_pool(job: Job, progress: Progress) -> dict[str, Any]:
             }
             for topic_id, doc_id in chunk:
                 progress.check()
+                if in_flight and time.monotonic() > slice_ends:  # never a slice with no call
+                    sliced = True
+                    break
                 while len(in_flight) >= execution.concurrency:
                     finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
                     for future in finished:
@@ -324,7 +346,18 @@ def judge_pool(job: Job, progress: Progress) -> dict[str, Any]:
         raise
     _drain(in_flight, settle)
     executor.shutdown(wait=True)
-    return _summary(config, execution, totals, pairs)
+    summary = _summary(config, execution, totals, pairs)
+    if sliced:
+        follow_up = enqueue(
+            kind=JOB_KIND,
+            task=JUDGE_TASK,
+            campaign=config.campaign,
+            params={**job.params, "run_of": run_of},
+            user=job.created_by,
+        )
+        summary["continued_as"] = follow_up.pk
+        summary["message"] += f" The rest continues as job {follow_up.pk}."
+    return summary
 
 
 def _drain(in_flight: dict[Future, ModelCall], settle) -> None:

@@ -292,6 +292,11 @@ if CELERY_TASK_TIME_LIMIT >= CELERY_VISIBILITY_TIMEOUT:
 JOB_HEARTBEAT_SECONDS = env_float("JOB_HEARTBEAT_SECONDS", 5.0)
 JOB_STALE_AFTER_SECONDS = env_float("JOB_STALE_AFTER_SECONDS", 60.0)
 JOB_MAX_ATTEMPTS = env_int("JOB_MAX_ATTEMPTS", 3)
+# A model judging a pool stops sending after this long and hands the rest to a follow-up job,
+# well inside the task's time limit (assess/model_judging.py).
+MODEL_JOB_SLICE_SECONDS = env_float(
+    "MODEL_JOB_SLICE_SECONDS", max(1.0, CELERY_TASK_SOFT_TIME_LIMIT * 0.8)
+)
 
 LOGGING = {
     "version": 1,

@@ -393,3 +393,21 @@ def test_probabilities_are_written_for_the_hybrid_simulation(campaign, pool, ser
     assert "3 pairs written" in captured.err
     with pytest.raises(CommandError, match="No model assessor"):
         call_command("model_probabilities", campaign.slug, "--assessor", "nobody")
+
+
+@pytest.mark.django_db
+def test_a_long_pool_is_judged_in_slices_each_a_job(campaign, pool, server, settings):
+    settings.MODEL_JOB_SLICE_SECONDS = 0  # every job sends one call, then hands over
+    _cfg, first = run(campaign, pool, server)  # FAST: 2 retries
+    chain = list(Job.objects.filter(kind="judge_with_model").order_by("pk"))
+    assert first == chain[0]
+    assert len(chain) == 7  # one slice per pair
+    assert all(job.status == Job.Status.DONE for job in chain)
+    assert [job.result.get("continued_as") for job in chain] == [j.pk for j in chain[1:]] + [None]
+    assert f"continues as job {chain[1].pk}" in first.result["message"]
+    assert chain[-1].result["pairs"]["not asked"] == 0
+    # Each pair asked in one slice only: a pair that failed is not asked again by a later slice
+    # of the same run (3 = the call and its 2 retries).
+    assert server.hits["SLOW-d05"] == 3
+    assert server.hits["ANSWER-2-d01"] == 1
+    assert max(server.hits.values()) == 3
