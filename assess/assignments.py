@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from django.db import transaction
 from django.db.models import Max
 
+from assess import repeats
 from assess.models import Assignment, AssignmentItem, QueueItem
 from campaigns.models import Assessor, Campaign, Judgment, Membership, Topic
 from pooling.models import Pool, PoolEntry
@@ -98,22 +99,30 @@ def _append_items(assignment: Assignment, order: list[tuple[int, str]]) -> int:
         assessor=assignment.assessor, topic_id__in={t for t, _ in order}
     ).values_list("topic_id", "doc_id", "pk")
     judged = {(t, d): pk for t, d, pk in earlier}
-    items = []
-    for topic_pk, doc_id in order:
-        if (topic_pk, doc_id) in held:
-            continue
-        held.add((topic_pk, doc_id))
+    new = []
+    for pair in order:
+        if pair not in held:
+            held.add(pair)
+            new.append(pair)
+    if assignment.repeat_rate:
+        rng = _rng(assignment.seed, assignment.assessor_id, "repeats", start)
+        planted = repeats.plant(new, rate=assignment.repeat_rate, rng=rng, judged=set(judged))
+    else:
+        planted = [(topic_pk, doc_id, False) for topic_pk, doc_id in new]
+    items, again = [], []
+    for topic_pk, doc_id, is_repeat in planted:
         start += 1
-        items.append(
-            AssignmentItem(
-                assignment=assignment,
-                topic_id=topic_pk,
-                doc_id=doc_id,
-                position=start,
-                judgment_id=judged.get((topic_pk, doc_id)),
-            )
+        item = AssignmentItem(
+            assignment=assignment,
+            topic_id=topic_pk,
+            doc_id=doc_id,
+            position=start,
+            judgment_id=None if is_repeat else judged.get((topic_pk, doc_id)),
         )
+        (again if is_repeat else items).append(item)
     AssignmentItem.objects.bulk_create(items, batch_size=2000)
+    repeats.link_repeats(assignment, again)
+    AssignmentItem.objects.bulk_create(again, batch_size=2000)
     return len(items)
 
 
@@ -152,6 +161,7 @@ def assign(
     overlap_topics: Sequence[Topic] | None = None,
     partner=None,
     by=None,
+    repeat_rate: float = 0.0,
 ) -> list[Assignment]:
     """Give ``user`` the pool's documents for ``topics``.
 
@@ -159,11 +169,21 @@ def assign(
     shared queue. With ``overlap`` (a fraction, 1.0 = whole topics) a share of each topic's
     documents is also given for agreement: to ``partner`` in primary mode, or in queue mode as
     extra queue copies that go to a second assessor; ``overlap_topics`` limits the overlap to
-    some of the topics. Returns the assignments created."""
+    some of the topics. With ``repeat_rate``, that share of each primary or overlap assignment's
+    documents comes back later in its order, unannounced (assess/repeats.py). Returns the
+    assignments created."""
     topics = sorted(topics, key=lambda t: (t.position, t.topic_id))
     _check(campaign, pool, topics)
     if mode not in Assignment.Mode.values or mode == Assignment.Mode.OVERLAP:
         raise AssignmentError("The mode is primary or queue (overlap is added with a fraction).")
+    try:
+        repeats.check_rate(repeat_rate)
+    except ValueError as exc:
+        raise AssignmentError(str(exc)) from None
+    if repeat_rate and mode == Assignment.Mode.QUEUE:
+        raise AssignmentError(
+            "A shared queue has no planted repeats: its documents are drawn one at a time."
+        )
     if overlap is not None and not 0 < overlap <= 1:
         raise AssignmentError("The overlap is a fraction above 0 and at most 1.")
     assessor = _assessor_for(campaign, user)
@@ -189,6 +209,7 @@ def assign(
         mode=mode,
         seed=seed,
         interleave=interleave,
+        repeat_rate=repeat_rate,
         created_by=by,
     )
     main.topics.set(topics)
@@ -233,6 +254,7 @@ def assign(
                 interleave=interleave,
                 overlap_fraction=overlap,
                 partner=assessor,
+                repeat_rate=repeat_rate,
                 created_by=by,
             )
             copy.topics.set(topics)

@@ -185,7 +185,8 @@ def safe_cell(value: object) -> object:
 def _work_items(campaign: Campaign):
     """Primary and overlap items that are work: judged, or open in an active assignment."""
     return (
-        AssignmentItem.objects.filter(assignment__campaign=campaign)
+        # Planted repeats are a check on the assessor, not work on the pool.
+        AssignmentItem.objects.filter(assignment__campaign=campaign, repeat_of__isnull=True)
         .exclude(assignment__mode=Assignment.Mode.QUEUE)
         .filter(Q(judgment__isnull=False) | Q(withdrawn=False, assignment__active=True))
     )

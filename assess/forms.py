@@ -17,6 +17,7 @@ from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 
 from accounts.forms import password_rules
+from assess import repeats
 from assess.models import Assignment
 from campaigns.models import Assessor, Campaign, Membership, Topic
 from pooling.models import Pool
@@ -173,8 +174,9 @@ class AddMemberForm(forms.Form):
         return data
 
 
-def parse_fraction(text: str) -> float | None:
-    """'' -> None; '0.1', '.1', '10%' or '0,1' -> 0.1. Raises ValueError with a sentence."""
+def parse_fraction(text: str, *, what: str = "overlap") -> float | None:
+    """'' -> None; '0.1', '.1', '10%' or '0,1' -> 0.1. Raises ValueError with a sentence about
+    ``what`` the fraction is."""
     text = text.strip().replace(",", ".")
     if not text:
         return None
@@ -185,7 +187,7 @@ def parse_fraction(text: str) -> float | None:
         raise ValueError("Enter a fraction such as 0.1, or a percentage such as 10%.")
     value = float(text) / (100 if percent else 1)
     if not math.isfinite(value) or value > 1:
-        raise ValueError("The overlap is at most 1 (100%).")
+        raise ValueError(f"The {what} is at most 1 (100%).")
     return value or None
 
 
@@ -226,6 +228,15 @@ class AssignForm(forms.Form):
         label="Interleave topics",
         help_text="Mix the topics in one order (disrupts drift toward one criterion).",
     )
+    repeats = forms.CharField(
+        required=False,
+        max_length=20,
+        label="Planted repeats",
+        help_text=(
+            "Share of the documents served again later, unannounced, to measure consistency: "
+            "0.05 or 5%. Empty for none. Not in a shared queue."
+        ),
+    )
     seed = forms.IntegerField(
         required=False,
         min_value=0,
@@ -247,6 +258,13 @@ class AssignForm(forms.Form):
     def clean_overlap(self) -> float | None:
         try:
             return parse_fraction(self.cleaned_data.get("overlap", ""))
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from None
+
+    def clean_repeats(self) -> float:
+        try:
+            rate = parse_fraction(self.cleaned_data.get("repeats", ""), what="repeat rate")
+            return repeats.check_rate(rate or 0.0)
         except ValueError as exc:
             raise ValidationError(str(exc)) from None
 
@@ -276,7 +294,12 @@ class AssignForm(forms.Form):
     def add_assignment_error(self, message: str) -> None:
         """Put the domain's sentence next to the field it is about."""
         lowered = message.lower()
-        for word, name in (("overlap", "overlap"), ("partner", "partner"), ("topic", "topics")):
+        for word, name in (
+            ("repeat", "repeats"),
+            ("overlap", "overlap"),
+            ("partner", "partner"),
+            ("topic", "topics"),
+        ):
             if word in lowered:
                 self.add_error(name, message)
                 return

@@ -42,7 +42,11 @@ CLAIM_MINUTES = getattr(settings, "POOLJUDGE_CLAIM_MINUTES", 30)
 
 
 def open_items(assignment: Assignment):
-    return assignment.items.filter(judgment__isnull=True, withdrawn=False)
+    """Items to serve: not judged, not taken away, and for a planted repeat (assess/repeats.py)
+    only once its first serve is judged."""
+    return assignment.items.filter(judgment__isnull=True, withdrawn=False).exclude(
+        repeat_of__isnull=False, repeat_of__judgment__isnull=True
+    )
 
 
 def _claim_is_ours(item: AssignmentItem) -> bool:
@@ -428,6 +432,9 @@ _OPEN_WHERE = """
     AND (o.queue_item_id IS NULL OR EXISTS (
         SELECT 1 FROM assess_queueitem q
         WHERE q.id = o.queue_item_id AND q.claimed_by_id = %(assessor)s))
+    AND (o.repeat_of_id IS NULL OR EXISTS (
+        SELECT 1 FROM assess_assignmentitem f
+        WHERE f.id = o.repeat_of_id AND f.judgment_id IS NOT NULL))
 """
 _ITEM_COLUMNS = "o.id, o.token, o.position, o.doc_id, o.topic_id, o.queue_item_id"
 
@@ -478,6 +485,7 @@ nxt AS ({next}),
 prv AS (
     SELECT i.id, i.token, i.position, i.doc_id, i.topic_id FROM assess_assignmentitem i, cur
     WHERE i.assignment_id = %(assignment)s AND NOT i.withdrawn AND i.position < cur.position
+      AND i.repeat_of_id IS NULL
     ORDER BY i.position DESC LIMIT 1
 ),
 prog AS ({progress})
@@ -905,7 +913,7 @@ JOIN {Pool._meta.db_table} p ON p.id = a.pool_id
 JOIN {Campaign._meta.db_table} c ON c.id = a.campaign_id
 JOIN {Assessor._meta.db_table} s ON s.id = a.assessor_id
 JOIN {Topic._meta.db_table} t ON t.id = ai.topic_id
-LEFT JOIN {Judgment._meta.db_table} j ON j.id = ai.judgment_id
+LEFT JOIN {Judgment._meta.db_table} j ON j.id = ai.judgment_id AND j.assessor_id = a.assessor_id
 WHERE ai.token = %(item)s AND a.token = %(assignment)s AND c.slug = %(slug)s
   AND s.user_id = %(user)s
   AND EXISTS (SELECT 1 FROM {Membership._meta.db_table} m

@@ -90,6 +90,8 @@ def model_config(
         raise ConfigError(
             f"--api-key-env takes the NAME of an environment variable, not {api_key_env[:3]}…"
         )
+    if api_key_env and api_key_env not in settings.MODEL_API_KEY_VARIABLES:
+        raise ConfigError(_not_allowed(api_key_env))
     if label_rule not in ModelConfig.LabelRule.values:
         raise ConfigError(f"Unknown label rule {label_rule!r}.")
     if not 0 <= temperature <= 2 or max_tokens < 1:
@@ -136,6 +138,14 @@ def model_config(
             )
     except IntegrityError:  # made at the same moment by another request
         return ModelConfig.objects.get(campaign=campaign, fingerprint=fingerprint)
+
+
+def _not_allowed(name: str) -> str:
+    allowed = ", ".join(settings.MODEL_API_KEY_VARIABLES) or "none"
+    return (
+        f"{name} is not one of the variables a model's key may be read from ({allowed}); "
+        "the administrator lists them in MODEL_API_KEY_VARIABLES."
+    )
 
 
 def start_model_judging(
@@ -199,6 +209,8 @@ def judge_pool(job: Job, progress: Progress) -> dict[str, Any]:
     execution = Execution(**params)
     api_key = None
     if config.api_key_env:
+        if config.api_key_env not in settings.MODEL_API_KEY_VARIABLES:
+            raise JobFailed(_not_allowed(config.api_key_env))
         api_key = os.environ.get(config.api_key_env)
         if not api_key:
             raise JobFailed(

@@ -32,7 +32,7 @@ class ModelJudgeForm(forms.Form):
         required=False,
         label="API key variable",
         help_text="The NAME of the worker's environment variable holding the key (never the "
-        "key); empty for a local server.",
+        "key), one the administrator allows (MODEL_API_KEY_VARIABLES); empty for a local server.",
     )
     prompt_template = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 12}),

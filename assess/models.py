@@ -47,6 +47,9 @@ class Assignment(models.Model):
     )
     token = models.CharField(max_length=32, unique=True, default=_token, editable=False)
     active = models.BooleanField(default=True)
+    # Planted repeats (assess/repeats.py): the share of the documents given that come back later
+    # in the order, unannounced, to measure the assessor's consistency. 0: none.
+    repeat_rate = models.FloatField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -77,6 +80,12 @@ class AssignmentItem(models.Model):
     queue_item = models.ForeignKey(
         "QueueItem", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # A planted repeat: the item of the same document served earlier in this order. Its verdict
+    # is a RepeatVerdict (never a revision, never in qrels); once given, ``judgment`` points at
+    # the first verdict's row so the item counts as done.
+    repeat_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="repeats"
+    )
 
     class Meta:
         ordering = ["assignment", "position"]
@@ -85,7 +94,9 @@ class AssignmentItem(models.Model):
                 fields=["assignment", "position"], name="assignment_item_position_unique"
             ),
             models.UniqueConstraint(
-                fields=["assignment", "topic", "doc_id"], name="assignment_item_pair_unique"
+                fields=["assignment", "topic", "doc_id"],
+                condition=Q(repeat_of__isnull=True),
+                name="assignment_item_pair_unique",
             ),
         ]
         indexes = [
@@ -246,3 +257,31 @@ class ModelCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.topic_id} {self.doc_id} {self.status}"
+
+
+class RepeatVerdict(models.Model):
+    """An assessor's verdict on a planted repeat: the same document served again later in their
+    order, unannounced. Kept apart from judgments: it is never a revision, never in qrels, and
+    only measures the assessor's consistency (self-agreement, assess/repeats.py)."""
+
+    item = models.OneToOneField(
+        AssignmentItem, on_delete=models.CASCADE, related_name="repeat_verdict"
+    )
+    assessor = models.ForeignKey(Assessor, on_delete=models.PROTECT, related_name="+")
+    # The verdict the repeat is compared with: the assessor's own on this pair, and its label
+    # when the repeat was given (a revision made after it does not rewrite the comparison).
+    judgment = models.ForeignKey(Judgment, on_delete=models.PROTECT, related_name="repeats")
+    first_label = models.IntegerField()
+    label = models.IntegerField()
+    note = models.TextField(blank=True)
+    unreadable = models.BooleanField(default=False)
+    unsure = models.BooleanField(default=False)
+    served_at = models.DateTimeField(null=True, blank=True)
+    judged_at = models.DateTimeField(default=timezone.now)
+    seconds_on_screen = models.FloatField(null=True, blank=True)
+    active_seconds = models.FloatField(null=True, blank=True)
+    # As on a judgment's revision: a resubmitted form finds its verdict stored, records nothing.
+    submission_id = models.UUIDField(unique=True)
+
+    def __str__(self) -> str:
+        return f"repeat of {self.judgment_id}: {self.first_label} then {self.label}"

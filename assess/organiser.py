@@ -28,6 +28,7 @@ from django_htmx.http import HttpResponseStopPolling
 from accounts.models import Account
 from accounts.passwords import OneTimeLink, one_time_link
 from assess import dashboard as dash
+from assess import repeats
 from assess.assignments import AssignmentError, assign, end_assignment, reassign_topic, rebalance
 from assess.forms import (
     AddMemberForm,
@@ -165,7 +166,20 @@ def _grid(campaign: Campaign, pool: Pool) -> dict:
                 "topic": topic,
                 "judged": judged,
                 "assigned": assigned,
-                "cells": [cells.get((topic.pk, column.pk), []) for column in columns],
+                "cells": [
+                    {
+                        "work": cells.get((topic.pk, column.pk), []),
+                        "name": column.name,
+                        # Work goes only to people with a login (assess.grid_views).
+                        "url": reverse(
+                            "assess:grid_cell",
+                            args=[campaign.slug, pool.version, topic.pk, column.pk],
+                        )
+                        if column.pk in members
+                        else "",
+                    }
+                    for column in columns
+                ],
             }
         )
     return {
@@ -369,6 +383,7 @@ def assign_work(request: HttpRequest, slug: str, version: int) -> HttpResponse:
                 interleave=data["interleave"],
                 overlap=data["overlap"],
                 partner=data["partner"],
+                repeat_rate=data["repeats"],
                 by=request.user,
             )
         except AssignmentError as exc:
@@ -500,6 +515,7 @@ def progress(request: HttpRequest, slug: str) -> HttpResponse:
         "active_assessors": Assessor.objects.filter(Q(assignments__active=True), campaign=campaign)
         .distinct()
         .count(),
+        "consistency": repeats.self_agreement(campaign),
     }
     if _wants_fragment(request):
         response = render(request, f"{PROGRESS}#live", context)

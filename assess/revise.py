@@ -119,7 +119,14 @@ def judged_items(assignment: Assignment, topic: Topic):
     Items taken away after they were judged stay: the verdict is still the assessor's own to
     revise."""
     return (
-        assignment.items.filter(topic=topic, judgment__isnull=False)
+        # Their own verdicts only (blindness, issue 20): never another assessor's or a model's;
+        # a planted repeat is the same document again: listed once, as first served.
+        assignment.items.filter(
+            topic=topic,
+            judgment__isnull=False,
+            judgment__assessor_id=assignment.assessor_id,
+            repeat_of__isnull=True,
+        )
         .select_related("judgment")
         .order_by("position")
     )

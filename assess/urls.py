@@ -1,6 +1,6 @@
 from django.urls import path
 
-from assess import flow_views, model_views, organiser, views
+from assess import flow_views, grid_views, model_views, organiser, views
 
 app_name = "assess"
 
@@ -44,6 +44,16 @@ urlpatterns += [
         "<slug:slug>/assessors/pools/<int:version>/rebalance/",
         organiser.rebalance_work,
         name="rebalance",
+    ),
+    path(
+        "<slug:slug>/assessors/pools/<int:version>/grid/<int:topic>/<int:assessor>/",
+        grid_views.grid_cell,
+        name="grid_cell",
+    ),
+    path(
+        "<slug:slug>/assessors/pools/<int:version>/deal/",
+        grid_views.grid_deal,
+        name="grid_deal",
     ),
     path(
         "<slug:slug>/assessors/assignments/<int:pk>/end/",

@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 from django_htmx.http import push_url
 
+from assess import repeats
 from assess.answer import acknowledgement, label_name, respond, upcoming_state
 from assess.judging import (
     ItemTakenAway,
@@ -89,6 +90,10 @@ def _get_item(assignment: Assignment, token: str) -> AssignmentItem:
     item = assignment.items.filter(token=token).select_related("topic", "judgment").first()
     if item is None:
         raise Http404("No such document in this assignment.")
+    if item.judgment is not None and item.judgment.assessor_id != assignment.assessor_id:
+        # Blindness (issue 20): an assessor reads their own verdict only, never another
+        # assessor's or a model's, whatever an item was linked to.
+        item.judgment = None
     return item
 
 
@@ -128,7 +133,10 @@ def _done_context(assignment: Assignment) -> dict:
 
     topics = progress(assignment)
     last = (
-        assignment.items.filter(judgment__isnull=False).order_by("-position").only("token").first()
+        assignment.items.filter(judgment__isnull=False, repeat_of__isnull=True)
+        .order_by("-position")
+        .only("token")
+        .first()
     )
     return {
         "campaign": assignment.campaign,
@@ -311,6 +319,11 @@ def _judge_post(request: HttpRequest, assignment: Assignment, current: Assignmen
     if label not in {choice.value for choice in labels}:
         context = _panel_context(assignment, current, error="That label is not on the scale.")
         return _render_panel(request, context, status=400)
+    if current.repeat_of_id is not None and (
+        # Open, or this very form's verdict already stored (a replay gets the same answer).
+        current.judgment_id is None or repeats.stored(submission_id, current) is not None
+    ):
+        return _repeat_post(request, assignment, current, label, submission_id, labels)
     try:
         judgment, _ = submit(
             item=current,
@@ -349,24 +362,69 @@ def _judge_post(request: HttpRequest, assignment: Assignment, current: Assignmen
     except ItemTakenAway as exc:
         return _after_verdict(request, assignment, current.position, error=str(exc))
     if request.htmx:
-        # The page's script: only what changed (assess/answer.py), read in one statement: the
-        # document the page moved on to (or the next open one), what follows it, and the
-        # progress of the topics involved.
-        shown = request.POST.get("upcoming", "").strip()
-        if shown:
-            panel = panel_reads(assignment, shown=shown, also_topic=current.topic)
-        else:
-            panel = panel_reads(
-                assignment, after=current.position, also_topic=current.topic, claim=True
-            )
-        kind = "revised" if judgment.version > 1 else "saved"
-        ack = acknowledgement(
-            assignment=assignment,
-            item=current,
-            kind=kind,
-            name=label_name(labels, judgment.label),
-            version=judgment.version,
-            counts=panel.counts.get(current.topic_id),
+        return _verdict_answer(
+            request, assignment, current, labels, judgment.label, judgment.version
         )
-        return respond(request, assignment, current, ack, panel=panel)
     return _after_verdict(request, assignment, current.position)
+
+
+def _verdict_answer(
+    request: HttpRequest,
+    assignment: Assignment,
+    current: AssignmentItem,
+    labels: list[Label],
+    label: int,
+    version: int,
+) -> HttpResponse:
+    """The page's script's answer to a stored verdict: only what changed (assess/answer.py),
+    read in one statement: the document the page moved on to (or the next open one), what
+    follows it, and the progress of the topics involved."""
+    shown = request.POST.get("upcoming", "").strip()
+    if shown:
+        panel = panel_reads(assignment, shown=shown, also_topic=current.topic)
+    else:
+        panel = panel_reads(
+            assignment, after=current.position, also_topic=current.topic, claim=True
+        )
+    ack = acknowledgement(
+        assignment=assignment,
+        item=current,
+        kind="revised" if version > 1 else "saved",
+        name=label_name(labels, label),
+        version=version,
+        counts=panel.counts.get(current.topic_id),
+    )
+    return respond(request, assignment, current, ack, panel=panel)
+
+
+def _repeat_post(
+    request: HttpRequest,
+    assignment: Assignment,
+    current: AssignmentItem,
+    label: int,
+    submission_id: uuid.UUID,
+    labels: list[Label],
+) -> HttpResponse:
+    """A verdict on a planted repeat (assess/repeats.py): stored apart from judgments, answered
+    exactly as a first verdict is, so nothing on the page tells the two apart."""
+    timing = _timing(request, current)
+    shown = request.POST.get("upcoming", "").strip() if request.htmx else ""
+    try:
+        stored = repeats.record(
+            item=current,
+            label=label,
+            submission_id=submission_id,
+            served_at=timing.served_at,
+            seconds_on_screen=timing.seconds_on_screen,
+            active_seconds=timing.active_seconds,
+            note=request.POST.get("note", "").strip()[:2000],
+            unreadable=bool(request.POST.get("unreadable")),
+            unsure=bool(request.POST.get("unsure")),
+            shown_token=shown or None,
+        )
+    except repeats.RepeatError as exc:
+        return _after_verdict(request, assignment, current.position, error=str(exc))
+    if not request.htmx:
+        return _after_verdict(request, assignment, current.position)
+    # As a first verdict's answer: saved, version 1.
+    return _verdict_answer(request, assignment, current, labels, stored, 1)

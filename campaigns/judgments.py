@@ -82,6 +82,7 @@ def record_judgment(
     unreadable: bool = False,
     unsure: bool = False,
     check_label: bool = True,
+    by=None,
 ) -> tuple[Judgment, bool]:
     """Store ``label`` as ``assessor``'s verdict on (topic, doc_id).
 
@@ -89,7 +90,9 @@ def record_judgment(
     (for this pair; used on another pair it raises SubmissionReused).
     ``expected_version`` is the judgment's version when the form was shown (0: not judged yet);
     None skips the check. Raises StaleJudgment when it no longer matches, InvalidLabel when the
-    label is not on the rubric shown (unless the caller checked it: ``check_label`` False)."""
+    label is not on the rubric shown (unless the caller checked it: ``check_label`` False).
+    ``by``: the user who gave the verdict when ``assessor`` is not their own identity (an
+    adjudicated label), kept on the revision."""
     if (
         check_label
         and rubric_version is not None
@@ -153,6 +156,7 @@ def record_judgment(
                 unreadable=unreadable,
                 unsure=unsure,
                 submission_id=submission_id,
+                by=by,
             )
     except (IntegrityError, StaleJudgment) as exc:
         # A concurrent request won the race: the same submission (then it is stored, once), or

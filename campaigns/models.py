@@ -262,6 +262,8 @@ class Membership(models.Model):
     class Role(models.TextChoices):
         ORGANISER = "organiser", "Organiser"
         ASSESSOR = "assessor", "Assessor"
+        # Reads the agreement pages and settles disagreements; administers nothing.
+        ADJUDICATOR = "adjudicator", "Adjudicator"
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(
@@ -349,6 +351,12 @@ class Assessor(models.Model):
         return self.name
 
 
+# The kinds whose labels are verdicts on a pair in the usual sense: agreement pairs them, and
+# every qrels policy but ``adjudicated`` weighs them. Adjudicated labels settle those verdicts
+# and must not be counted among them; models' labels are compared with them, not merged.
+VERDICT_KINDS: tuple[str, ...] = (Assessor.Kind.PERSON.value, Assessor.Kind.IMPORTED.value)
+
+
 class Topic(models.Model):
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="topics")
     topic_id = models.CharField(max_length=ID_MAX_LENGTH, validators=[id_validator])
@@ -398,6 +406,10 @@ class JudgmentQuerySet(models.QuerySet):
 
     def by_people(self) -> JudgmentQuerySet:
         return self.filter(assessor__kind=Assessor.Kind.PERSON)
+
+    def verdicts(self) -> JudgmentQuerySet:
+        """People's and imported sources' labels: no adjudicated or model label."""
+        return self.filter(assessor__kind__in=VERDICT_KINDS)
 
 
 class Judgment(models.Model):
@@ -469,6 +481,16 @@ class JudgmentRevision(models.Model):
     # One-time id carried by the form that produced this verdict: a resubmitted form (double
     # click, htmx retry, back button) finds its verdict already stored and records nothing.
     submission_id = models.UUIDField(null=True, blank=True, unique=True)
+    # Who gave this verdict when the assessor is not a person's own identity (an adjudicated
+    # label: the organiser or adjudicator who settled the pair); empty otherwise.
+    by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        # History outlives accounts, as judgments do.
+        on_delete=models.PROTECT,
+        related_name="+",
+    )
 
     class Meta:
         ordering = ["judgment", "version"]

@@ -12,7 +12,7 @@ from django_htmx.http import HttpResponseStopPolling
 
 from accounts.redirects import safe_next
 from campaigns import jobs
-from campaigns.access import ASSESSOR, ORGANISER, get_campaign_for
+from campaigns.access import ADJUDICATOR, ASSESSOR, ORGANISER, get_campaign_for
 from campaigns.forms import (
     CampaignForm,
     CampaignSettingsForm,
@@ -58,6 +58,8 @@ def campaign_detail(request: HttpRequest, slug: str) -> HttpResponse:
     campaign = get_campaign_for(request, slug, role=None)
     if request.campaign_role == ASSESSOR:
         return redirect("assess:campaign_home", slug=slug)
+    if request.campaign_role == ADJUDICATOR:
+        return redirect("qrels:agreement", slug=slug)
     topics = campaign.topics.all()
     documents = Paginator(campaign.documents.only("doc_id", "title"), 50).get_page(
         request.GET.get("page")

@@ -371,11 +371,13 @@ def topic_states(pool: Pool) -> list[TopicState]:
 
 def campaign_labels(pool: Pool) -> dict[str, dict[str, int]]:
     """topic id -> doc id -> label: the campaign's current verdicts on the pool's topics (people's
-    and imported; of several verdicts on one pair, the latest), for replaying orders."""
+    and imported, never a model's; of several verdicts on one pair, the latest), for replaying
+    orders."""
     from campaigns.models import Judgment
 
     rows = (
         Judgment.objects.filter(campaign_id=pool.campaign_id, topic__in=pool.topics.all())
+        .exclude(assessor__kind=Assessor.Kind.MODEL)
         .order_by("judged_at", "pk")
         .values_list("topic__topic_id", "doc_id", "label")
     )

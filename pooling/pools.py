@@ -22,7 +22,7 @@ from django.utils import timezone
 
 import pooljudge
 from campaigns import jobs
-from campaigns.models import Campaign, Judgment, Topic
+from campaigns.models import Assessor, Campaign, Judgment, Topic
 from pooling import adaptive, strategies
 from pooling.adjudication import AdjudicationError
 from pooling.models import BUILD_JOB_KIND, Pool, PoolEntry, Run, RunTopic
@@ -106,21 +106,25 @@ def _run_topic_rows(
         batch, rows = [], 0
 
 
+def _verdicts(campaign: Campaign):
+    # A model's label is not a verdict here (issue 20): a residual pool must still send people
+    # the pairs only a model labelled, and a model's leniency must not steer what they judge.
+    return Judgment.objects.filter(campaign=campaign).exclude(assessor__kind=Assessor.Kind.MODEL)
+
+
 def judged_pairs(campaign: Campaign) -> set[tuple[str, str]]:
-    """(topic id, document id) pairs with a verdict (negative labels are not verdicts)."""
-    return set(
-        Judgment.objects.filter(campaign=campaign, label__gte=0).values_list(
-            "topic__topic_id", "doc_id"
-        )
-    )
+    """(topic id, document id) pairs with a verdict (negative labels are not verdicts, nor are a
+    model's labels)."""
+    return set(_verdicts(campaign).filter(label__gte=0).values_list("topic__topic_id", "doc_id"))
 
 
 def relevant_pairs(campaign: Campaign) -> set[tuple[str, str]]:
-    """Pairs any judgment (imported qrels included) calls relevant at the campaign's threshold."""
+    """Pairs any judgment (imported qrels included, a model's labels not) calls relevant at the
+    campaign's threshold."""
     return set(
-        Judgment.objects.filter(
-            campaign=campaign, label__gte=campaign.relevance_threshold
-        ).values_list("topic__topic_id", "doc_id")
+        _verdicts(campaign)
+        .filter(label__gte=campaign.relevance_threshold)
+        .values_list("topic__topic_id", "doc_id")
     )
 
 
@@ -562,7 +566,8 @@ def judging_progress(*, pool: Pool) -> dict[str, Any]:
     counts sampled entries: the pairs an assessor is asked about) and ``per_run``: run key ->
     {"judged", "relevant"}, counted over the pool's pairs the run contributed (its provenance).
     A pair is judged when any assessor gave it a label of 0 or more, relevant when any label
-    reaches the campaign's threshold; imported qrels count like any other judgment.
+    reaches the campaign's threshold; imported qrels count like any other judgment, a model's
+    labels not at all (they are not people's progress).
     """
     campaign = pool.campaign
     judged = Judgment.objects.filter(
@@ -570,7 +575,7 @@ def judging_progress(*, pool: Pool) -> dict[str, Any]:
         topic_id=OuterRef("topic_id"),
         doc_id=OuterRef("doc_id"),
         label__gte=0,
-    )
+    ).exclude(assessor__kind=Assessor.Kind.MODEL)
     relevant = judged.filter(label__gte=campaign.relevance_threshold)
     rows = (
         PoolEntry.objects.filter(pool=pool)

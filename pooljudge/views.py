@@ -14,7 +14,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from campaigns.access import ASSESSOR, ORGANISER, campaigns_for
+from campaigns.access import ADJUDICATOR, ASSESSOR, ORGANISER, campaigns_for
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +25,7 @@ def home(request: HttpRequest) -> HttpResponse:
     context = {
         "organised": mine[ORGANISER],
         "judged": mine[ASSESSOR],
+        "adjudicating": mine[ADJUDICATOR],
         "can_create": request.user.has_perm("campaigns.add_campaign"),
     }
     return render(request, "home.html", context)

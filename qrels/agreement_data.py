@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from campaigns.models import Campaign
 from qrels.queries import agreement_counts, assessor_verdicts, judging_assessors, scale_labels
-from qrels.reports import AgreementReport, computed_now
+from qrels.reports import AgreementReport, computed_now, side_of
 
 # Bootstrap replicates behind the 95% intervals of the per-pair page and the downloads.
 BOOTSTRAP = 1000
@@ -24,8 +24,11 @@ def agreement_data(
     bootstrap: int = 0,
 ) -> AgreementReport:
     """Pairwise agreement between ``assessors`` (names; default every assessor with a verdict,
-    people first) and, when three or more overlap, the group statistics. Pairs without a common
-    judged pair are absent. Raises ValueError naming an assessor without verdicts."""
+    people first, then imported sources, then models) and, when three or more people overlap,
+    their group statistics. Each pair is a person-person, person-model or model-model
+    comparison (imported qrels are people's verdicts); the report's headline is people's only.
+    Pairs without a common judged pair are absent. Raises ValueError naming an assessor without
+    verdicts."""
     # numpy and krippendorff: loaded by the first report, not by every web process
     from qrels import agreement
 
@@ -57,9 +60,13 @@ def agreement_data(
         bootstrap=bootstrap,
         assessors=chosen,
     )
+    # The group statistics are people's (imported qrels included): a model's labels beside
+    # theirs would move Fleiss' kappa and alpha, which describe how consistent people are.
+    people = [name for name in chosen if side_of(known[name].kind) == "person"]
+    overlapping = {name for pair in counts for name in pair}
     group = None
-    if len(chosen) >= 3 and len({name for pair in counts for name in pair}) >= 3:
-        verdicts = assessor_verdicts(campaign=campaign, names=chosen)
+    if len(people) >= 3 and len(overlapping.intersection(people)) >= 3:
+        verdicts = assessor_verdicts(campaign=campaign, names=people)
         group = agreement.group_agreement(
             verdicts, labels=scale, threshold=threshold, binary=binary
         )

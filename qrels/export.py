@@ -354,15 +354,14 @@ class ExportOptions:
     usernames: bool
     pool: int | None  # version
     zip: bool
+    include_models: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def _judgment_count(s: Scope) -> int:
-    judgments = Judgment.objects.filter(campaign=s.campaign)
-    if not s.include_imported:
-        judgments = judgments.filter(assessor__kind=Assessor.Kind.PERSON)
+    judgments = Judgment.objects.filter(campaign=s.campaign, assessor__kind__in=s.kinds)
     if s.assessor_ids is not None:
         judgments = judgments.filter(assessor_id__in=s.assessor_ids)
     if s.pool is not None:
@@ -399,6 +398,7 @@ def export_bundle(
     pool: Pool | None = None,
     zip: bool = False,
     progress: ProgressFn = no_progress,
+    include_models: bool = False,
     name: str | None = None,
     compresslevel: int = 6,
     now: datetime | None = None,
@@ -409,8 +409,9 @@ def export_bundle(
     binary file object the zip is streamed to (its files sit in a folder named ``name``,
     default :func:`bundle_name`). The other options are those of
     :func:`qrels.policies.campaign_qrels`; ``usernames`` names people by login instead of their
-    stable pseudonym. Raises PolicyConflict (nothing written) under ``refuse`` when assessors
-    disagree, ExportError for options the campaign cannot satisfy.
+    stable pseudonym; ``include_models`` lets models' labels into the qrels, the sidecar and
+    the counts (they are left out by default). Raises PolicyConflict (nothing written) under
+    ``refuse`` when assessors disagree, ExportError for options the campaign cannot satisfy.
     """
     policy = policy or default_policy(campaign)
     if policy not in POLICIES:
@@ -418,7 +419,12 @@ def export_bundle(
     if unjudged not in UNJUDGED:
         raise ExportError(f"Unjudged pairs are 'omit' or '-1', not {unjudged!r}.")
     try:
-        s = scope(campaign=campaign, include_imported=include_imported, pool=pool)
+        s = scope(
+            campaign=campaign,
+            include_imported=include_imported,
+            pool=pool,
+            include_models=include_models,
+        )
     except ValueError as exc:
         raise ExportError(str(exc)) from None
     if policy == "refuse" and not per_assessor:
@@ -434,6 +440,7 @@ def export_bundle(
         usernames=usernames,
         pool=pool.version if pool is not None else None,
         zip=zip,
+        include_models=include_models,
     )
     exported_at = now or timezone.now()
     name = name or bundle_name(campaign, exported_at)
@@ -525,6 +532,18 @@ def _write_bundle(
             campaign=campaign, kind=Assessor.Kind.PERSON
         ).values_list("pk", "name", "pseudonym")
     }
+    # With models' labels asked for: how many qrels lines rest on them alone, or in part.
+    models = (
+        {
+            str(pk)
+            for pk in Assessor.objects.filter(
+                campaign=campaign, kind=Assessor.Kind.MODEL
+            ).values_list("pk", flat=True)
+        }
+        if s.include_models
+        else set()
+    )
+    from_models = [0, 0]  # qrels lines from models' labels only, from models' and others'
 
     # One pass over the rows, sorted by pair (a pair's rows are consecutive): each row goes to
     # the sidecar and the tallies as it comes; each pair, once its rows are in, to the qrels.
@@ -546,7 +565,11 @@ def _write_bundle(
     ) -> None:
         topic_id = unescape(pair_topic) if "\\" in pair_topic else pair_topic
         doc_id = unescape(pair_doc) if "\\" in pair_doc else pair_doc
+        label = None
         if verdicts:
+            # Per-assessor files need no policy (and refuse must not run on them).
+            label = resolver(topic_id, verdicts) if qrels_rows is not None else verdicts[0][1]
+        if label is not None:
             tally[0] += 1
             if pooled:
                 tally[1] += 1
@@ -557,7 +580,11 @@ def _write_bundle(
                     for v in by_people:
                         overlap.setdefault(people[v[0]], {})[pair] = v[1]
             if qrels_rows is not None:
-                qrels_rows.append((topic_id, doc_id, resolver(topic_id, verdicts)))
+                qrels_rows.append((topic_id, doc_id, label))
+                if models:
+                    by_models = sum(1 for v in verdicts if v[0] in models)
+                    if by_models:
+                        from_models[by_models < len(verdicts)] += 1
         else:
             if negatives:
                 tally[2] += 1
@@ -643,6 +670,7 @@ def _write_bundle(
         marked_unjudged=marked_unjudged,
         by_assessor={unescape(d): v for d, v in by_assessor.items()},
         overlap=overlap,
+        from_models=from_models if qrels is not None else None,
     )
     readme = render_readme(manifest)
     readme_bytes = readme.encode()
@@ -927,6 +955,8 @@ POLICY_TEXT = {
     "first": "the label judged first (earliest first judgment; ties by assessor pseudonym)",
     "refuse": "the label all assessors agree on (the export refuses to run if any pair has "
     "disagreeing labels)",
+    "adjudicated": "the adjudicated label (an organiser or adjudicator settled the pair, with a "
+    "reason) where one exists; elsewhere the campaign's default policy",
 }
 
 
@@ -943,6 +973,7 @@ def _manifest(
     marked_unjudged: dict[str, int],
     by_assessor: dict[str, list],
     overlap: dict[str, dict[tuple[str, str], int]],
+    from_models: list[int] | None = None,
 ) -> dict[str, Any]:
     campaign = s.campaign
     rubric: RubricVersion | None = campaign.current_rubric()
@@ -998,9 +1029,25 @@ def _manifest(
             "judgments": rows,
             "verdicts": verdict_count,
         }
-        if row["kind"] == Assessor.Kind.IMPORTED:
+        if row["kind"] in (Assessor.Kind.IMPORTED, Assessor.Kind.MODEL):
             row["imports"] = (details.get(int(assessor_id)) or {}).get("imports", [])
         assessor_rows.append(row)
+    # Which labels came from whom: the judgments of each kind of assessor in the bundle (the
+    # sidecar's source column), and the kinds the export left out.
+    sources: dict[str, dict[str, int]] = {}
+    for row in assessor_rows:
+        source = sources.setdefault(row["kind"], {"assessors": 0, "judgments": 0, "verdicts": 0})
+        source["assessors"] += 1
+        source["judgments"] += row["judgments"]
+        source["verdicts"] += row["verdicts"]
+    left_out = sorted(
+        set(
+            Assessor.objects.filter(campaign=campaign, judgments__isnull=False)
+            .exclude(kind__in=s.kinds)
+            .values_list("kind", flat=True)
+            .order_by()
+        )
+    )
 
     return {
         "format": FORMAT,
@@ -1045,6 +1092,15 @@ def _manifest(
         },
         "pools": _pools(s),
         "assessors": assessor_rows,
+        "sources": {
+            "counted": list(s.kinds),
+            "judgments": {kind: sources[kind] for kind in sorted(sources)},
+            "left_out": left_out,
+            # Lines of qrels.txt whose pair models alone labelled, and those where a model's
+            # label was one of several the policy combined (only with models included).
+            "qrels_lines_from_models_only": from_models[0] if from_models else 0,
+            "qrels_lines_with_models": from_models[1] if from_models else 0,
+        },
         "topics": topics,
         "totals": totals,
         "agreement": _agreement(s, overlap),
@@ -1103,6 +1159,15 @@ def _code(value: Any) -> str:
 
 def _number(value: float | None, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
+
+
+# What each value of the sidecar's source column (an assessor's kind) means, for the README.
+SOURCE_TEXT = {
+    Assessor.Kind.PERSON.value: "people judging in Pooljudge",
+    Assessor.Kind.IMPORTED.value: "imported qrels (earlier judgments)",
+    Assessor.Kind.MODEL.value: "a model's labels, e.g. an LLM judge's",
+    Assessor.Kind.ADJUDICATED.value: "adjudicated labels",
+}
 
 
 def render_readme(manifest: dict[str, Any]) -> str:
@@ -1216,6 +1281,23 @@ def _readme_context(m: dict[str, Any]) -> dict[str, Any]:
         "more_topics": _commas(len(m["topics"]) - README_TOPIC_ROWS)
         if len(m["topics"]) > README_TOPIC_ROWS
         else "",
+        "sources": [
+            {
+                "kind": kind,
+                "what": SOURCE_TEXT.get(kind, kind),
+                "assessors": _commas(counts["assessors"]),
+                "judgments": _commas(counts["judgments"]),
+                "verdicts": _commas(counts["verdicts"]),
+            }
+            for kind, counts in m["sources"]["judgments"].items()
+        ],
+        "model_lines": {
+            "only": _commas(m["sources"]["qrels_lines_from_models_only"]),
+            "with": _commas(m["sources"]["qrels_lines_with_models"]),
+        },
+        "sources_left_out": ", ".join(
+            f"`{kind}` ({SOURCE_TEXT.get(kind, kind)})" for kind in m["sources"]["left_out"]
+        ),
         "agreement": {
             "pairs": [
                 {
@@ -1307,6 +1389,7 @@ def build_stored_export(*, export, progress: ProgressFn = no_progress) -> dict[s
         unjudged=options.get("unjudged", "omit"),
         binary=options.get("binary", False),
         include_imported=options.get("include_imported", True),
+        include_models=options.get("include_models", False),
         usernames=options.get("usernames", False),
         pool=pool,
         zip=True,

@@ -15,6 +15,7 @@ POLICY_HELP = {
     "mean": "mean, rounded half up",
     "first": "the label judged first",
     "refuse": "only if assessors agree",
+    "adjudicated": "the adjudicated label, else the default policy",
 }
 
 
@@ -49,6 +50,13 @@ class ExportForm(forms.Form):
     include_imported = forms.BooleanField(
         label="Include imported judgments (earlier qrels)", required=False, initial=True
     )
+    include_models = forms.BooleanField(
+        label="Include model assessors' labels (an LLM judge's)",
+        required=False,
+        initial=False,
+        help_text="Left out by default: the qrels are then people's and imported sources' "
+        "labels. The bundle's README counts the labels of each source.",
+    )
     usernames = forms.BooleanField(
         label="Name assessors by login instead of pseudonym",
         required=False,
@@ -80,6 +88,7 @@ class ExportForm(forms.Form):
             "unjudged": data["unjudged"],
             "binary": bool(data.get("binary")),
             "include_imported": bool(data.get("include_imported")),
+            "include_models": bool(data.get("include_models")),
             "usernames": bool(data.get("usernames")),
             "pool": int(pool) if pool else None,
         }

@@ -1,5 +1,8 @@
 """Importing qrels as the judgments of a named, imported assessor (a source, not a login), so
-earlier judgments can seed a campaign, be compared with new ones, and be exported again."""
+earlier judgments can seed a campaign, be compared with new ones, and be exported again; or, with
+``kind="model"``, as the labels of a model assessor (an LLM judge's qrels, such as UMBRELA's),
+which are kept apart from people's verdicts: out of the default qrels, out of the headline
+agreement, and never shown to an assessor."""
 
 from __future__ import annotations
 
@@ -18,6 +21,10 @@ from campaigns.textfiles import ProblemCollector, decode_lines, read_bytes, show
 from pooljudge.common import refresh_planner_statistics
 from qrels.formats import parse_qrels
 
+# The kinds of assessor a qrels file can be imported as: earlier qrels (people's verdicts from
+# elsewhere) or a model's labels. People judge in Pooljudge; adjudicated labels are made there.
+IMPORT_KINDS = (Assessor.Kind.IMPORTED.value, Assessor.Kind.MODEL.value)
+
 
 @transaction.atomic
 def import_qrels(
@@ -28,6 +35,7 @@ def import_qrels(
     assessor: str,
     on_conflict: str = "refuse",
     encoding: str | None = None,
+    kind: str = Assessor.Kind.IMPORTED,
 ) -> ImportSummary:
     """Record the file's judgments as those of the imported assessor ``assessor``.
 
@@ -37,7 +45,11 @@ def import_qrels(
     verdict stays in the history). Raises ParseError (nothing changed) naming the line of a bad
     line, a topic the campaign lacks or a label outside its scale (negative labels are always
     accepted: they are not verdicts on the scale), or an assessor name that belongs to a
-    person."""
+    person or to a source of another kind (``kind``: ``imported``, the default, or ``model``;
+    an assessor's kind never changes, so model labels can never turn into people's).
+    """
+    if kind not in IMPORT_KINDS:
+        raise ValueError(f"kind is one of {', '.join(IMPORT_KINDS)}, not {kind!r}.")
     data = read_bytes(source, name=name, max_ratio=settings.POOLJUDGE_MAX_GZIP_RATIO)
     parsed = parse_qrels(
         decode_lines(data, source=name, encoding=encoding), source=name, on_conflict=on_conflict
@@ -60,15 +72,22 @@ def import_qrels(
                 f"always accepted): {where}",
             )
     existing = Assessor.objects.filter(campaign=campaign, name=assessor).first()
-    if existing is not None and existing.kind != Assessor.Kind.IMPORTED:
+    if existing is not None and existing.kind == Assessor.Kind.PERSON:
         problems.add(
             None, f"{assessor!r} is a person in this campaign; choose another source name."
+        )
+    elif existing is not None and existing.kind != kind:
+        problems.add(
+            None,
+            f"{assessor!r} is an assessor of kind {existing.kind} in this campaign, not {kind}; "
+            "an assessor's kind never changes (its labels would change sides in every report "
+            "and export): choose another source name.",
         )
     problems.raise_if_any()
 
     now = timezone.now()
     source_assessor = existing or Assessor.objects.create(
-        campaign=campaign, name=assessor, kind=Assessor.Kind.IMPORTED
+        campaign=campaign, name=assessor, kind=kind
     )
     current = {
         (topic_id, doc_id): (pk, label, iteration, version)
@@ -155,4 +174,5 @@ def qrels_importer(*, campaign, sources, options, progress, user) -> ImportSumma
         assessor=assessor,
         on_conflict=options.get("on_conflict") or "refuse",
         encoding=options.get("encoding") or None,
+        kind=options.get("kind") or Assessor.Kind.IMPORTED,
     )

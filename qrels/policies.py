@@ -37,6 +37,13 @@ The policies (``POLICIES``), over the verdicts (labels >= 0) on one pair:
 ``refuse``
     The label the assessors agree on; any pair on which they disagree makes the whole request
     fail with :class:`PolicyConflict`, which lists every such pair with each assessor's label.
+``adjudicated``
+    The adjudicated label (qrels.adjudication: an organiser or adjudicator settled the pair)
+    where one exists, else the campaign's default policy over the verdicts.
+
+Adjudicated and model labels (assessors of those kinds) are not verdicts: every policy but
+``adjudicated`` ignores them, and ``adjudicated`` reads only the adjudicated ones. A pair with
+no verdict left is resolved as one nobody labelled. (They stay in the sidecar, marked by kind.)
 
 ``default_policy(campaign)`` is ``primary`` when the campaign has a primary assignment (someone
 owns each topic, overlap assessors only double-check), else ``majority``.
@@ -44,6 +51,10 @@ owns each topic, overlap assessors only double-check), else ``majority``.
 Options shared by every function here:
 
 * ``include_imported`` (default True): count the verdicts of imported sources (earlier qrels).
+* ``include_models`` (default False): count the labels of model assessors (an LLM judge's,
+  imported with ``import_qrels --kind model`` or made by a model job). Left out unless asked,
+  so that default qrels are people's. Adjudicated labels never count as one verdict among
+  others.
 * ``assessors``: only these assessors (by name), e.g. to compare two people.
 * ``pool``: a :class:`~pooling.models.Pool`. With one, only pairs in that pool are written
   (verdicts on other pairs are left out) and its entries are the pooled pairs; without one,
@@ -83,7 +94,7 @@ from qrels.rows import (
     unescape,
 )
 
-POLICIES = ("primary", "majority", "max", "min", "mean", "first", "refuse")
+POLICIES = ("primary", "majority", "max", "min", "mean", "first", "refuse", "adjudicated")
 UNJUDGED = ("omit", "-1")
 Unjudged = Literal["omit", "-1"]
 Qrels = dict[str, dict[str, int]]
@@ -166,17 +177,41 @@ class Resolver:
         primary: Mapping[str, Sequence[str]] | None = None,
         threshold: int = 1,
         binary: bool = False,
+        adjudicated: Collection[str] = (),
+        ignored: Collection[str] = (),
+        fallback: str = "majority",
     ):
+        """``adjudicated``: ids (as in the rows: text) of the adjudicated-labels assessors;
+        ``ignored``: ids of every assessor whose labels are not verdicts (adjudicated, model);
+        ``fallback``: the rule of the ``adjudicated`` policy where a pair has no adjudicated
+        label."""
         if policy not in POLICIES:
             raise ValueError(f"Unknown policy {policy!r}; use one of {', '.join(POLICIES)}.")
+        if policy == "adjudicated" and fallback in ("adjudicated", "refuse"):
+            raise ValueError(f"The adjudicated policy cannot fall back on {fallback!r}.")
         self.policy = policy
         self.primary = primary or {}
         self.threshold = threshold
         self.binary = binary
-        self._rule = getattr(self, f"_{policy}")
+        self.adjudicated = frozenset(adjudicated)
+        self.ignored = frozenset(ignored) | self.adjudicated
+        self._rule = getattr(self, f"_{fallback if policy == 'adjudicated' else policy}")
 
-    def __call__(self, topic_id: str, verdicts: list[Verdict]) -> int:
+    def __call__(self, topic_id: str, verdicts: list[Verdict]) -> int | None:
+        """The pair's label, or None when none of ``verdicts`` is a verdict this policy
+        weighs (a model's label alone on a pair)."""
+        if self.ignored:
+            if self.policy == "adjudicated":
+                settled = [v for v in verdicts if v[0] in self.adjudicated]
+                if settled:
+                    return self._binary(settled[0][1])
+            verdicts = [v for v in verdicts if v[0] not in self.ignored]
+            if not verdicts:
+                return None
         label = verdicts[0][1] if len(verdicts) == 1 else self._rule(topic_id, verdicts)
+        return self._binary(label)
+
+    def _binary(self, label: int) -> int:
         if self.binary:
             return 1 if label >= self.threshold else 0
         return label
@@ -223,9 +258,24 @@ def unjudged_label(negatives: list[int]) -> int:
 
 
 def resolver_for(s: Scope, policy: str, *, binary: bool = False) -> Resolver:
-    primary = primary_assessors(s.campaign, s.pool) if policy == "primary" else {}
+    fallback = default_policy(s.campaign) if policy == "adjudicated" else policy
+    primary = primary_assessors(s.campaign, s.pool) if fallback == "primary" else {}
+    # Labels in the scope that are not verdicts: the adjudicated ones (a model's are left out of
+    # the scope unless asked for, and then they are verdicts).
+    others = (
+        Assessor.objects.filter(campaign=s.campaign)
+        .exclude(kind__in=s.verdict_kinds)
+        .order_by()
+        .values_list("pk", "kind")
+    )
     return Resolver(
-        policy, primary=primary, threshold=s.campaign.relevance_threshold, binary=binary
+        policy,
+        primary=primary,
+        threshold=s.campaign.relevance_threshold,
+        binary=binary,
+        adjudicated=[str(pk) for pk, kind in others if kind == Assessor.Kind.ADJUDICATED],
+        ignored=[str(pk) for pk, _ in others],
+        fallback=fallback,
     )
 
 
@@ -240,8 +290,9 @@ def resolve_pairs(
     pairs nobody labelled) -1 when ``unjudged`` is "-1"."""
     write_unjudged = unjudged == "-1"
     for topic_id, doc_id, verdicts, negatives, pooled in pairs:
-        if verdicts:
-            yield topic_id, doc_id, resolver(topic_id, verdicts)
+        label = resolver(topic_id, verdicts) if verdicts else None
+        if label is not None:
+            yield topic_id, doc_id, label
         elif negatives or (write_unjudged and pooled):
             yield topic_id, doc_id, unjudged_label(negatives)
 
@@ -262,6 +313,7 @@ def iter_campaign_qrels(
     unjudged: Unjudged = "omit",
     pool: Pool | None = None,
     binary: bool = False,
+    include_models: bool = False,
 ) -> Iterator[tuple[str, str, int]]:
     """:func:`campaign_qrels` as a stream of (topic id, document id, label) in qrels order.
 
@@ -269,7 +321,13 @@ def iter_campaign_qrels(
     options."""
     policy = policy or default_policy(campaign)
     check_options(policy, unjudged)
-    s = scope(campaign=campaign, include_imported=include_imported, assessors=assessors, pool=pool)
+    s = scope(
+        campaign=campaign,
+        include_imported=include_imported,
+        assessors=assessors,
+        pool=pool,
+        include_models=include_models,
+    )
     if policy == "refuse":
         conflicts = find_conflicts(s)
         if conflicts:
@@ -289,6 +347,7 @@ def campaign_qrels(
     unjudged: Unjudged = "omit",
     pool: Pool | None = None,
     binary: bool = False,
+    include_models: bool = False,
 ) -> Qrels:
     """The campaign's qrels, topic id -> document id -> label, one label per pair resolved by
     ``policy`` (default: :func:`default_policy`). See the module docstring for every rule.
@@ -304,6 +363,7 @@ def campaign_qrels(
         unjudged=unjudged,
         pool=pool,
         binary=binary,
+        include_models=include_models,
     ):
         qrels.setdefault(topic_id, {})[doc_id] = label
     return qrels
@@ -317,6 +377,7 @@ def per_assessor_qrels(
     unjudged: Unjudged = "omit",
     pool: Pool | None = None,
     binary: bool = False,
+    include_models: bool = False,
 ) -> dict[str, Qrels]:
     """Each assessor's own qrels, assessor name -> topic id -> document id -> label.
 
@@ -325,7 +386,13 @@ def per_assessor_qrels(
     added, whatever ``unjudged``: which pairs were theirs to judge is an assignment question,
     not a qrels one. Assessors without a judgment in the scope are absent."""
     check_options("max", unjudged)
-    s = scope(campaign=campaign, include_imported=include_imported, assessors=assessors, pool=pool)
+    s = scope(
+        campaign=campaign,
+        include_imported=include_imported,
+        assessors=assessors,
+        pool=pool,
+        include_models=include_models,
+    )
     names = {
         str(pk): name
         for pk, name in Assessor.objects.filter(campaign=campaign).values_list("pk", "name")

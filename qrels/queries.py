@@ -18,7 +18,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Count, Exists, Max, OuterRef, Q, Subquery, Sum
 
-from campaigns.models import Assessor, Campaign, Judgment, Label, Topic
+from campaigns.models import VERDICT_KINDS, Assessor, Campaign, Judgment, Label, Topic
 from pooling.models import Run, RunTopic
 from pooljudge.common import ProgressFn, natural_key, no_progress, planner_settings
 
@@ -162,18 +162,24 @@ class AssessorInfo:
 
 def judging_assessors(campaign: Campaign, *, include_imported: bool = True) -> list[AssessorInfo]:
     """The campaign's assessors with at least one label (an imported source of negative labels
-    only included: agreement shows its pairs): people first, then imported sources, each by
-    name. (One index probe per assessor, not a count of judgments.)"""
+    only included: agreement shows its pairs): people first, then imported sources, then
+    models, each by name. Adjudicated labels are the campaign's answer, not an assessor's
+    verdict, so they are never compared. (One index probe per assessor, not a count of
+    judgments.)"""
     verdicts = Judgment.objects.filter(assessor=OuterRef("pk"))
     assessors = (
-        Assessor.objects.filter(campaign=campaign)
+        # Adjudicated and model labels are not assessors' verdicts: agreement never pairs them
+        # (an adjudication must leave every agreement figure as it was).
+        Assessor.objects.filter(campaign=campaign, kind__in=VERDICT_KINDS)
         .filter(Exists(verdicts))
+        .exclude(kind=Assessor.Kind.ADJUDICATED)
         .values_list("pk", "name", "kind")
         .order_by()
     )
     if not include_imported:
         assessors = assessors.filter(kind=Assessor.Kind.PERSON)
-    people_first = sorted(assessors, key=lambda r: (r[2] != Assessor.Kind.PERSON, r[1]))
+    order = {Assessor.Kind.PERSON: 0, Assessor.Kind.IMPORTED: 1, Assessor.Kind.MODEL: 2}
+    people_first = sorted(assessors, key=lambda r: (order.get(r[2], 3), r[1]))
     return [AssessorInfo(*row) for row in people_first]
 
 
@@ -222,8 +228,9 @@ def assessor_verdicts(
     *, campaign: Campaign, names: Collection[str] | None = None
 ) -> dict[str, dict[tuple[str, str], int]]:
     """assessor name -> (topic id, document id) -> label, every current verdict (label >= 0) of
-    the named assessors (default: all), read as tuples in one query."""
-    assessors = Assessor.objects.filter(campaign=campaign)
+    the named assessors (default: all but adjudicated and model labels), read as tuples in one
+    query."""
+    assessors = Assessor.objects.filter(campaign=campaign, kind__in=VERDICT_KINDS)
     if names is not None:
         assessors = assessors.filter(name__in=list(names))
     by_pk = dict(assessors.values_list("pk", "name"))
@@ -259,9 +266,13 @@ class PairFilter:
     counts them) to list: ``a_label``/``b_label`` pick a confusion cell (a row, a column or
     one cell), ``topic`` a topic id, ``distance`` the pairs whose labels are at least that far
     apart. With ``binary`` every label is first made 0 or 1 (1 from ``threshold``), as the
-    binary confusion matrix counts it."""
+    binary confusion matrix counts it. ``show`` "same" keeps the pairs given the same label
+    (a topic's "same label" count); "negative" lists instead the pairs both labelled with a
+    negative label on one side or both, which no agreement figure counts (the "+N" beside
+    them)."""
 
     binary: bool = False
+    show: str = ""
     threshold: int = 1
     a_label: int | None = None
     b_label: int | None = None
@@ -331,7 +342,13 @@ def pairs_both_judged(
 
     conditions = ["j1.campaign_id = %s", "j1.assessor_id = %s", "j2.assessor_id = %s"]
     params.extend([campaign.pk, a, b])
-    conditions += ["j1.label >= 0", "j2.label >= 0"]
+    if where.show == "negative":
+        conditions.append("(j1.label < 0 OR j2.label < 0)")
+    else:
+        conditions += ["j1.label >= 0", "j2.label >= 0"]
+    if where.show == "same":
+        left, right = value("j1"), value("j2")
+        conditions.append(f"{left} = {right}")
     if where.a_label is not None:
         conditions.append(f"{value('j1')} = %s")
         params.append(where.a_label)

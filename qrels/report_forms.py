@@ -27,6 +27,7 @@ POLICY_LABELS = {
     "mean": "mean, rounded half up",
     "first": "first: the label judged first",
     "refuse": "refuse: only if all agree",
+    "adjudicated": "adjudicated: the settled label, else the default",
 }
 
 
@@ -227,6 +228,15 @@ class PairListForm(forms.Form):
     topic = forms.ChoiceField(label="Topic", required=False)
     distance = forms.IntegerField(
         label="Labels at least this far apart", required=False, min_value=0, max_value=1000
+    )
+    show = forms.ChoiceField(
+        label="Pairs",
+        required=False,
+        choices=[
+            ("", "Both labelled 0 or more"),
+            ("same", "Given the same label"),
+            ("negative", "With a negative label (in no figure)"),
+        ],
     )
     page = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
 

@@ -70,7 +70,73 @@ AGREEMENT_COLUMNS = (
     "small_n",
     "negative",
     "identical",
+    "comparison",
 )
+
+# Which sides two assessors are on (docs: README "Model assessors"). Imported qrels are people's
+# verdicts made elsewhere (NIST's assessors, an earlier round), so they stand with the people;
+# a model is the other side. Adjudicated labels are not in agreement at all.
+COMPARISONS = ("person-person", "person-model", "model-model")
+COMPARISON_TITLES = {
+    "person-person": "Between people",
+    "person-model": "People and models",
+    "model-model": "Between models",
+}
+MODEL_KIND = "model"  # campaigns.models.Assessor.Kind.MODEL, without importing Django models
+
+
+def side_of(kind: str | None) -> str:
+    """``model`` for a model assessor, ``person`` for people and imported qrels."""
+    return "model" if kind == MODEL_KIND else "person"
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The agreement figure a campaign is summed up by: people's only (Light's kappa, the mean
+    of Cohen's kappa over the pairs of people with a defined kappa; seed 000). Models never
+    enter it, whatever they agree with."""
+
+    kappa: float | None
+    observed: float | None
+    pairs: int  # pairs of people with a kappa
+    n: int  # the (topic, document) pairs behind them, counted once per pair of people
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "comparison": "person-person",
+            "statistic": "mean Cohen's kappa over the pairs of people (Light's kappa)",
+            "kappa": self.kappa,
+            "observed": self.observed,
+            "assessor_pairs": self.pairs,
+            "n": self.n,
+        }
+
+
+@dataclass(frozen=True)
+class Leniency:
+    """How readily a model calls a pair relevant, against the people on the very same pairs:
+    over every (person's verdict, model's label) pair of its person-model comparisons, the share
+    the model calls relevant and the share the people do."""
+
+    model: str
+    n: int
+    model_relevant: float | None
+    people_relevant: float | None
+
+    @property
+    def difference(self) -> float | None:
+        if self.model_relevant is None or self.people_relevant is None:
+            return None
+        return self.model_relevant - self.people_relevant
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "n": self.n,
+            "model_relevant": self.model_relevant,
+            "people_relevant": self.people_relevant,
+            "difference": self.difference,
+        }
 
 
 def pair_figures(pair: PairAgreement) -> dict[str, Any]:
@@ -110,16 +176,76 @@ class AgreementReport:
     def graded(self) -> bool:
         return len(self.labels) > 2
 
+    def comparison(self, pair: PairAgreement) -> str:
+        """``person-person``, ``person-model`` or ``model-model`` (see COMPARISONS)."""
+        sides = sorted((side_of(self.kinds.get(pair.a)), side_of(self.kinds.get(pair.b))))
+        return "-".join(("person", "model") if sides == ["model", "person"] else sides)
+
+    def by_comparison(self) -> dict[str, list[PairAgreement]]:
+        """The pairs of each comparison (every key of COMPARISONS, in that order)."""
+        groups: dict[str, list[PairAgreement]] = {key: [] for key in COMPARISONS}
+        for pair in self.pairs:
+            groups[self.comparison(pair)].append(pair)
+        return groups
+
+    @property
+    def headline(self) -> Headline | None:
+        """People's agreement (:class:`Headline`); None without two people sharing a pair."""
+        people = self.by_comparison()["person-person"]
+        if not people:
+            return None
+        kappas = [p.cohen_kappa for p in people if p.cohen_kappa is not None]
+        observed = [p.observed for p in people if p.observed is not None]
+        return Headline(
+            kappa=sum(kappas) / len(kappas) if kappas else None,
+            observed=sum(observed) / len(observed) if observed else None,
+            pairs=len(kappas),
+            n=sum(p.n for p in people),
+        )
+
+    def _relevant(self, label: int) -> bool:
+        return label == 1 if self.binary else label >= self.threshold
+
+    @property
+    def leniency(self) -> list[Leniency]:
+        """Each model's share of relevant labels against the people's on the same pairs, over
+        its person-model comparisons (models in the order of ``assessors``)."""
+        tallies: dict[str, list[int]] = {}  # model -> [n, model relevant, people relevant]
+        for pair in self.by_comparison()["person-model"]:
+            model_is_a = side_of(self.kinds.get(pair.a)) == "model"
+            model = pair.a if model_is_a else pair.b
+            tally = tallies.setdefault(model, [0, 0, 0])
+            for i, row in enumerate(pair.confusion):
+                for j, count in enumerate(row):
+                    label_a, label_b = pair.labels[i], pair.labels[j]
+                    model_label, person_label = (
+                        (label_a, label_b) if model_is_a else (label_b, label_a)
+                    )
+                    tally[0] += count
+                    tally[1] += count if self._relevant(model_label) else 0
+                    tally[2] += count if self._relevant(person_label) else 0
+        return [
+            Leniency(
+                model=name,
+                n=tallies[name][0],
+                model_relevant=tallies[name][1] / tallies[name][0] if tallies[name][0] else None,
+                people_relevant=tallies[name][2] / tallies[name][0] if tallies[name][0] else None,
+            )
+            for name in self.assessors
+            if name in tallies
+        ]
+
     def to_csv(self) -> str:
         """Every pair of assessors, overall ("all") and per topic, one figure a column."""
         rows = []
         for pair in self.pairs:
+            comparison = self.comparison(pair)
             for topic, result in [("all", pair), *pair.per_topic.items()]:
                 f = pair_figures(result)
                 rows.append(
                     [pair.a, pair.b, topic]
                     + [f[column] for column in AGREEMENT_COLUMNS[3:10]]
-                    + [int(f["small_n"]), f["negative"], f["identical"]]
+                    + [int(f["small_n"]), f["negative"], f["identical"], comparison]
                 )
         return csv_text(AGREEMENT_COLUMNS, rows)
 
@@ -130,6 +256,7 @@ class AgreementReport:
             {
                 "a": pair.a,
                 "b": pair.b,
+                "comparison": self.comparison(pair),
                 **pair_figures(pair),
                 "labels": pair.labels,
                 "confusion": pair.confusion,
@@ -168,6 +295,8 @@ class AgreementReport:
             "binary": self.binary,
             "threshold": self.threshold,
             "small_n_below": self.small_n,
+            "headline": self.headline.to_dict() if self.headline else None,
+            "leniency": [entry.to_dict() for entry in self.leniency],
             "pairs": pairs,
             "group": group,
             "computed_at": self.computed_at,

@@ -67,6 +67,25 @@ class Scope:
     pool: Pool | None = None  # restricts the pairs to this pool
     pools: tuple[Pool, ...] = ()  # the pooled pairs come from these (the pool, or all built)
     assessor_ids: tuple[int, ...] | None = field(default=None, compare=False)
+    include_models: bool = False
+
+    @property
+    def verdict_kinds(self) -> tuple[str, ...]:
+        """The kinds of assessor whose labels are verdicts the policies weigh: people always,
+        imported sources unless left out, models only when asked."""
+        kinds = [Assessor.Kind.PERSON.value]
+        if self.include_imported:
+            kinds.append(Assessor.Kind.IMPORTED.value)
+        if self.include_models:
+            kinds.append(Assessor.Kind.MODEL.value)
+        return tuple(kinds)
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds of assessor whose labels the export reads: the verdicts, and the adjudicated
+        labels (the sidecar lists them; only the ``adjudicated`` policy counts them, never as
+        one verdict among others)."""
+        return (*self.verdict_kinds, Assessor.Kind.ADJUDICATED.value)
 
 
 def scope(
@@ -75,20 +94,33 @@ def scope(
     include_imported: bool = True,
     assessors: Collection[str] | None = None,
     pool: Pool | None = None,
+    include_models: bool = False,
 ) -> Scope:
-    """Check the options against the campaign. Raises ValueError naming an unknown assessor, a
-    pool of another campaign or a pool that is not built."""
+    """Check the options against the campaign. Raises ValueError naming an unknown assessor, an
+    assessor of a kind the options leave out (a model without ``include_models``), a pool of
+    another campaign or a pool that is not built."""
     ids = None
     names = None
     if assessors is not None:
         names = frozenset(assessors)
-        known = dict(
-            Assessor.objects.filter(campaign=campaign, name__in=names).values_list("name", "pk")
-        )
+        known = {
+            name: (pk, kind)
+            for name, pk, kind in Assessor.objects.filter(
+                campaign=campaign, name__in=names
+            ).values_list("name", "pk", "kind")
+        }
         unknown = sorted(names - known.keys())
         if unknown:
             raise ValueError(f"No assessor named {', '.join(map(repr, unknown))} in this campaign.")
-        ids = tuple(sorted(known.values()))
+        counted = Scope(campaign, include_imported, include_models=include_models).kinds
+        left_out = sorted(name for name, (_, kind) in known.items() if kind not in counted)
+        if left_out:
+            raise ValueError(
+                ", ".join(f"{name!r} ({known[name][1]})" for name in left_out)
+                + " left out by these options: model labels count only when models are "
+                "included, imported ones unless they are left out."
+            )
+        ids = tuple(sorted(pk for pk, _ in known.values()))
     if pool is not None:
         if pool.campaign_id != campaign.pk:
             raise ValueError(f"Pool {pool} belongs to another campaign.")
@@ -97,7 +129,7 @@ def scope(
         pools: tuple[Pool, ...] = (pool,)
     else:
         pools = tuple(campaign.pools.built().order_by("version"))
-    return Scope(campaign, include_imported, names, pool, pools, ids)
+    return Scope(campaign, include_imported, names, pool, pools, ids, include_models)
 
 
 # --- Rows ----------------------------------------------------------------------------------------
@@ -128,7 +160,7 @@ class SidecarRow(NamedTuple):
     first_judged_at: str
     pool: str
     assessor: str
-    source: str
+    source: str  # the assessor's kind: person, model, imported or adjudicated
     iteration: str
     rubric_version: str
     revisions: str
@@ -256,9 +288,9 @@ def _judgment_filter(s: Scope, j: str, a: str) -> tuple[str, list]:
     """WHERE conditions (joined with AND) selecting the scope's judgments, aliases j and a."""
     sql = [f"{j}.campaign_id = %s"]
     params: list = [s.campaign.pk]
-    if not s.include_imported:
-        sql.append(f"{a}.kind = %s")
-        params.append(Assessor.Kind.PERSON.value)
+    kinds = s.kinds
+    sql.append(f"{a}.kind IN ({_placeholders(kinds)})")
+    params.extend(kinds)
     if s.assessor_ids is not None:
         if not s.assessor_ids:
             sql.append("1 = 0")
@@ -300,9 +332,11 @@ def _pool_join(s: Scope, j: str) -> tuple[str, list, dict[str, str]]:
 
 
 def _sidecar_columns(c: dict[str, str]) -> list[str]:
-    """The expressions of SidecarRow's fields after the first eight."""
+    """The expressions of SidecarRow's fields after the first eight. ``source`` is the kind of
+    the assessor (person, model, imported, adjudicated): who a label came from decides how to
+    use it, and the kind never changes (Judgment.source only says how the row was written)."""
     return [
-        "j.source",
+        "a.kind",
         "j.iteration",
         c["rubric_version"],
         "j.version",
@@ -330,16 +364,16 @@ def judgment_rows_sql(
     scope's judgments sorted by topic id, document id and assessor; with ``pooled_unjudged``,
     also one row per pooled pair nobody in the scope judged, with NULL in every other column.
 
-    Assessors are named by pseudonym, imported sources by their name (they are files, not
-    people); with ``usernames``, everyone by name."""
+    People are named by pseudonym, other assessors (imported sources, models) by their name
+    (they are files and programs, not people); with ``usernames``, everyone by name."""
     judgment, topic, assessor = _t(Judgment), _t(Topic), _t(Assessor)
     where, where_params = _judgment_filter(s, "j", "a")
     join, join_params, columns = _pool_join(s, "j")
     if usernames:
         display = "a.name"
     else:
-        imported = Assessor.Kind.IMPORTED.value  # a constant of the code, not user input
-        display = f"(CASE WHEN a.kind = '{imported}' THEN a.name ELSE a.pseudonym END)"
+        person = Assessor.Kind.PERSON.value  # a constant of the code, not user input
+        display = f"(CASE WHEN a.kind = '{person}' THEN a.pseudonym ELSE a.name END)"
     # A campaign has a handful of rubric versions: their numbers as constants, not a join.
     numbers = list(s.campaign.rubric_versions.values_list("pk", "number"))
     columns["rubric_version"] = (
@@ -490,10 +524,18 @@ class Conflict:
 
 
 def find_conflicts(s: Scope) -> list[Conflict]:
-    """Every pair in the scope whose verdicts disagree, with each assessor's label (by name)."""
+    """Every pair in the scope whose verdicts disagree, with each assessor's label (by name).
+    Adjudicated labels are not verdicts: they neither conflict nor settle one (nor are models'
+    labels, unless the scope includes models)."""
     judgment, topic, assessor = _t(Judgment), _t(Topic), _t(Assessor)
     where, params = _judgment_filter(s, "j", "a")
     inner_where, inner_params = _judgment_filter(s, "j2", "a2")
+    verdicts = s.verdict_kinds
+    kinds = _placeholders(verdicts)
+    where += f" AND a.kind IN ({kinds})"
+    params = [*params, *verdicts]
+    inner_where += f" AND a2.kind IN ({kinds})"
+    inner_params = [*inner_params, *verdicts]
     in_pool = ""
     pool_params: list = []
     if s.pool is not None:

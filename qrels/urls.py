@@ -1,6 +1,6 @@
 from django.urls import path
 
-from qrels.views import agreement, evaluation, export, pool_bias, reports, stability
+from qrels.views import adjudication, agreement, evaluation, export, pool_bias, reports, stability
 
 app_name = "qrels"
 
@@ -19,6 +19,12 @@ urlpatterns = [
         "<slug:slug>/reports/agreement/<int:a>/<int:b>/pairs/",
         agreement.agreement_pairs,
         name="agreement_pairs",
+    ),
+    path(
+        # The document id last, as a path: ids may hold any character but whitespace.
+        "<slug:slug>/reports/adjudicate/<int:topic>/<path:doc>",
+        adjudication.adjudicate_pair,
+        name="adjudicate",
     ),
     path("<slug:slug>/reports/evaluation/", evaluation.evaluation_page, name="evaluation"),
     path(

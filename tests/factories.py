@@ -126,3 +126,44 @@ def judge(item, label: int = 1, *, note: str = ""):
         note=note,
     )
     return judgment
+
+
+# What a model's labels carry in the blinding crawls: none of it may reach an assessor.
+MODEL_NAME = "umbrela-hidden-model"
+MODEL_NOTE = "MODEL-PRIVATE-RATIONALE"
+MODEL_ITERATION = "MODEL-ROUND"
+
+
+def model_labels(
+    pool: Pool,
+    *,
+    label: int = 2,
+    name: str = MODEL_NAME,
+    note: str = MODEL_NOTE,
+    iteration: str = MODEL_ITERATION,
+):
+    """A model assessor's label on every pair of ``pool`` (as ``import_qrels --kind model``
+    would leave them), each with a note and an iteration marker that must never reach an
+    assessor: the model assessor."""
+    from campaigns.models import Assessor, Judgment, JudgmentRevision
+
+    campaign = pool.campaign
+    model = Assessor.objects.create(campaign=campaign, name=name, kind=Assessor.Kind.MODEL)
+    judgments = Judgment.objects.bulk_create(
+        Judgment(
+            campaign=campaign,
+            topic_id=topic_pk,
+            doc_id=doc_id,
+            assessor=model,
+            label=label,
+            iteration=iteration,
+            note=note,
+            source=Judgment.Source.IMPORTED,
+        )
+        for topic_pk, doc_id in pool.entries.values_list("topic_id", "doc_id").order_by()
+    )
+    JudgmentRevision.objects.bulk_create(
+        JudgmentRevision(judgment=j, version=1, label=j.label, iteration=j.iteration, note=j.note)
+        for j in judgments
+    )
+    return model

@@ -14,13 +14,15 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from campaigns.access import get_campaign_for
-from campaigns.models import Assessor, Campaign
+from campaigns.access import ADJUDICATING, get_campaign_for
+from campaigns.models import VERDICT_KINDS, Assessor, Campaign
 from qrels import report_plots
+from qrels.adjudication import adjudicated_labels
 from qrels.agreement_data import BOOTSTRAP, agreement_data
 from qrels.queries import PairFilter, PairPage, pairs_both_judged
 from qrels.report_forms import AgreementForm, PairListForm
-from qrels.reports import AgreementReport
+from qrels.reports import COMPARISON_TITLES, AgreementReport
+from qrels.views.adjudication import adjudicate_url
 from qrels.views.common import base, query_string, report_download
 
 if TYPE_CHECKING:
@@ -46,7 +48,7 @@ def agreement_page(request: HttpRequest, slug: str) -> HttpResponse:
     """The kappa matrix of the chosen assessors (graded or binary) and the group statistics;
     ``?format=csv`` (every pair, overall and per topic) or ``json`` (everything, with the
     confusion matrices and bootstrap intervals)."""
-    campaign = get_campaign_for(request, slug)
+    campaign = get_campaign_for(request, slug, role=ADJUDICATING)
     form = AgreementForm(request.GET or None, campaign=campaign)
     valid = not form.is_bound or form.is_valid()
     chosen = form.chosen() if valid else []
@@ -69,6 +71,10 @@ def agreement_page(request: HttpRequest, slug: str) -> HttpResponse:
         "small_pairs": sum(1 for pair in data.pairs if pair.small_n),
         "negative_pairs": [pair for pair in data.pairs if pair.negative],
         "graded_scale": len(data.scale) > 2,
+        "headline": data.headline,
+        "headline_band": kappa_band(data.headline.kappa) if data.headline else "none",
+        "leniency": data.leniency,
+        "models": [name for name in data.assessors if data.kinds.get(name) == "model"],
         "csv_url": query_string(request, format="csv"),
         "json_url": query_string(request, format="json"),
     }
@@ -83,8 +89,8 @@ def _matrix(data: AgreementReport, *, slug: str, pks: dict[str, int]) -> dict[st
         labels = "binary" if data.binary else "graded"
         return reverse("qrels:agreement_pair", args=[slug, pks[a], pks[b]]) + f"?labels={labels}"
 
-    def pairs(a: str, b: str) -> str:
-        return pairs_url(slug, pks[a], pks[b], binary=data.binary)
+    def pairs(a: str, b: str, **filters: Any) -> str:
+        return pairs_url(slug, pks[a], pks[b], binary=data.binary, **filters)
 
     by_pair = {}
     for pair in data.pairs:
@@ -103,22 +109,32 @@ def _matrix(data: AgreementReport, *, slug: str, pks: dict[str, int]) -> dict[st
                     else "none",
                     "url": url(name, other),
                     "pairs_url": pairs(name, other) if name != other else "",
+                    "negative_url": pairs(name, other, show="negative") if name != other else "",
                 }
                 for other in data.assessors
             ],
         }
         for name in data.assessors
     ]
-    pair_rows = [
+    comparisons = [
         {
-            "pair": pair,
-            "band": kappa_band(pair.cohen_kappa),
-            "url": url(pair.a, pair.b),
-            "pairs_url": pairs(pair.a, pair.b),
+            "key": key,
+            "title": COMPARISON_TITLES[key],
+            "rows": [
+                {
+                    "pair": pair,
+                    "band": kappa_band(pair.cohen_kappa),
+                    "url": url(pair.a, pair.b),
+                    "pairs_url": pairs(pair.a, pair.b),
+                    "negative_url": pairs(pair.a, pair.b, show="negative"),
+                }
+                for pair in group
+            ],
         }
-        for pair in data.pairs
+        for key, group in data.by_comparison().items()
+        if group
     ]
-    return {"matrix": matrix, "pair_rows": pair_rows}
+    return {"matrix": matrix, "comparisons": comparisons}
 
 
 @login_required
@@ -126,9 +142,11 @@ def _matrix(data: AgreementReport, *, slug: str, pks: dict[str, int]) -> dict[st
 def agreement_pair(request: HttpRequest, slug: str, a: int, b: int) -> HttpResponse:
     """Two assessors: their confusion matrix as a heat map, every kappa with its bootstrap
     interval, the relevant-set overlap, and the same per topic."""
-    campaign = get_campaign_for(request, slug)
+    campaign = get_campaign_for(request, slug, role=ADJUDICATING)
     found = dict(
-        Assessor.objects.filter(campaign=campaign, pk__in=[a, b]).values_list("pk", "name")
+        Assessor.objects.filter(campaign=campaign, pk__in=[a, b], kind__in=VERDICT_KINDS)
+        .order_by()
+        .values_list("pk", "name")
     )
     if a == b or len(found) != 2:
         raise Http404("No such pair of assessors.")
@@ -183,6 +201,7 @@ def agreement_pair(request: HttpRequest, slug: str, a: int, b: int) -> HttpRespo
             )
         )
         context["pairs_url"] = pairs_url(campaign.slug, a, b, binary=binary)
+        context["negative_url"] = pairs_url(campaign.slug, a, b, binary=binary, show="negative")
     return render(request, "qrels/reports/agreement_pair.html", context)
 
 
@@ -302,6 +321,7 @@ def _topic_rows(
             "ci": result.ci.get("cohen_kappa"),
             "agree": sum(result.confusion[i][i] for i in range(len(result.labels))),
             "url": links(topic=topic) if result.n else "",
+            "same_url": links(topic=topic, show="same") if result.n else "",
         }
         for topic, result in pair.per_topic.items()
     ]
@@ -317,9 +337,11 @@ def agreement_pairs(request: HttpRequest, slug: str, a: int, b: int) -> HttpResp
     a row or column total, a pair's or a topic's n), each with both assessors' verdicts (label
     and its name, note, flags, time, when) and a link to the document as assessors see it;
     filtered by topic and by the distance between the labels, 100 a page."""
-    campaign = get_campaign_for(request, slug)
+    campaign = get_campaign_for(request, slug, role=ADJUDICATING)
     found = dict(
-        Assessor.objects.filter(campaign=campaign, pk__in=[a, b]).values_list("pk", "name")
+        Assessor.objects.filter(campaign=campaign, pk__in=[a, b], kind__in=VERDICT_KINDS)
+        .order_by()
+        .values_list("pk", "name")
     )
     if a == b or len(found) != 2:
         raise Http404("No such pair of assessors.")
@@ -336,6 +358,7 @@ def agreement_pairs(request: HttpRequest, slug: str, a: int, b: int) -> HttpResp
         b_label=cleaned.get("b_label"),
         topic=cleaned.get("topic") or None,
         distance=cleaned.get("distance"),
+        show=cleaned.get("show") or "",
     )
     number = cleaned.get("page") or 1
     rubric = campaign.current_rubric()
@@ -355,7 +378,10 @@ def agreement_pairs(request: HttpRequest, slug: str, a: int, b: int) -> HttpResp
         if not page.pairs and number > 1:
             raise Http404("No such page.")
     pages = max(1, -(-page.total // PAIRS_PER_PAGE))
-    preview = reverse("assess:highlighting", args=[slug])
+    settled = adjudicated_labels(
+        campaign=campaign, pairs=[(pair.topic_pk, pair.doc_id) for pair in page.pairs]
+    )
+    here = request.get_full_path()
     context = {
         **base(campaign, "agreement"),
         "form": form,
@@ -372,9 +398,9 @@ def agreement_pairs(request: HttpRequest, slug: str, a: int, b: int) -> HttpResp
         "rows": [
             {
                 "pair": pair,
-                "document_url": preview
-                + "?"
-                + urlencode({"topic": pair.topic_pk, "doc": pair.doc_id}),
+                # The document as assessors saw it, the verdicts and the adjudication form.
+                "adjudicate_url": adjudicate_url(slug, pair.topic_pk, pair.doc_id, back=here),
+                "adjudicated": settled.get((pair.topic_pk, pair.doc_id)),
             }
             for pair in page.pairs
         ],

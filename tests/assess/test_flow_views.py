@@ -16,7 +16,14 @@ from assess.judging import next_item, open_items
 from assess.models import Skip
 from assess.revise import topic_links
 from campaigns.models import Judgment, JudgmentRevision, Label
-from tests.factories import judge, small_campaign
+from tests.factories import (
+    MODEL_ITERATION,
+    MODEL_NAME,
+    MODEL_NOTE,
+    judge,
+    model_labels,
+    small_campaign,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -434,8 +441,9 @@ def test_nobody_but_the_owner_reaches_the_flow_pages(
 
 
 def test_a_blinding_crawl_of_the_flow_pages(client, campaign, assessor_a, assessor_b, setup):
-    """Everything assessor A reaches through the flow pages: no run, score, rank, stratum, or
-    assessor B's labels, notes or name."""
+    """Everything assessor A reaches through the flow pages: no run, score, rank, stratum,
+    assessor B's labels, notes or name, or a model's labels on the very pairs A judges."""
+    model_labels(setup["pool"])
     b_item = next_item(setup["b"])
     judge(b_item, 2, note="BOB-PRIVATE-NOTE")
     client.force_login(assessor_a)
@@ -454,6 +462,7 @@ def test_a_blinding_crawl_of_the_flow_pages(client, campaign, assessor_a, assess
     seen.append(client.get(reverse("assess:campaign_home", args=[campaign.slug])))
     forbidden = ["SECRET-RUN", "alpha", "beta", "100.0", "7.25", "provenance", "BOB-PRIVATE-NOTE"]
     forbidden += ["rank", "score", "stratum", "inclusion", "bob", "overlap", "agreement"]
+    forbidden += [MODEL_NAME, MODEL_NOTE, MODEL_ITERATION, "model"]
     for response in seen:
         text = response.content.decode().lower()
         text += " ".join(f"{k}: {v}" for k, v in response.items()).lower()

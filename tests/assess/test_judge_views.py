@@ -12,7 +12,7 @@ from django.urls import reverse
 from assess.assignments import assign
 from assess.judging import next_item
 from campaigns.models import Judgment, JudgmentRevision
-from tests.factories import small_campaign
+from tests.factories import MODEL_ITERATION, MODEL_NAME, MODEL_NOTE, model_labels, small_campaign
 
 pytestmark = pytest.mark.django_db
 
@@ -172,9 +172,12 @@ def test_a_blinding_crawl_finds_no_run_tags_scores_ranks_or_other_labels(
     client, campaign, assessor_a, assessor_b, setup
 ):
     """Walk every page and fragment assessor A reaches while judging everything; nothing may
-    name a run, a score, a rank, pool provenance, or assessor B's labels and notes."""
+    name a run, a score, a rank, pool provenance, assessor B's labels and notes, or a model's
+    labels (a model assessor labelled every pair before A starts: issue 20)."""
     from assess.judging import submit
     from campaigns.judgments import Timing
+
+    model_labels(setup["pool"])
 
     b_item = next_item(setup["b"])
     submit(
@@ -201,6 +204,10 @@ def test_a_blinding_crawl_finds_no_run_tags_scores_ranks_or_other_labels(
         "stratum",
         "inclusion",
         "bob",
+        MODEL_NAME,
+        MODEL_NOTE,
+        MODEL_ITERATION,
+        "model",
     ]
     client.force_login(assessor_a)
     a = setup["a"]
@@ -236,3 +243,36 @@ def test_a_blinding_crawl_finds_no_run_tags_scores_ranks_or_other_labels(
         assert "sample" not in url
         assert "pool" not in url
     assert len(seen) > 10
+
+
+def test_an_item_linked_to_a_models_judgment_shows_the_assessor_nothing_of_it(
+    client, campaign, assessor_a, setup
+):
+    """Blindness is enforced where judgments are read for an assessor: even an item wrongly
+    linked to a model's verdict (a bug elsewhere, a hand-edited row) shows neither its label nor
+    its note, in the judging page or the list of judged documents, and A's own verdict is a new
+    judgment of A's, the model's untouched."""
+    model = model_labels(setup["pool"])
+    a = setup["a"]
+    item = next_item(a)
+    theirs = Judgment.objects.get(assessor=model, topic=item.topic, doc_id=item.doc_id)
+    a.items.filter(pk=item.pk).update(judgment=theirs)
+    client.force_login(assessor_a)
+    pages = [
+        client.get(_judge_url(a, item)),
+        client.get(_judge_url(a, item), HTTP_HX_REQUEST="true"),
+        client.get(reverse("assess:judged", args=[campaign.slug, a.token, item.topic_id])),
+    ]
+    for page in pages:
+        assert page.status_code == 200
+        assert MODEL_NOTE not in page.content.decode()
+    judged_list = pages[2].content.decode()
+    assert _judge_url(a, item) not in judged_list
+    form = _form(pages[0].content.decode())
+    assert form["version"] == "0"  # nothing judged yet, as far as A can tell
+    response = client.post(_judge_url(a, item), {**form, "label": "0"})
+    assert response.status_code == 302
+    mine = Judgment.objects.get(assessor=a.assessor, topic=item.topic, doc_id=item.doc_id)
+    assert mine.label == 0
+    theirs.refresh_from_db()
+    assert (theirs.label, theirs.version, theirs.note) == (2, 1, MODEL_NOTE)

@@ -146,7 +146,7 @@ def test_every_field_of_the_configuration_makes_its_own_assessor(campaign, serve
         {"max_tokens": 9},
         {"label_rule": "json"},
         {"logprobs": True},
-        {"api_key_env": "PJ_KEY"},
+        {"api_key_env": "OPENAI_API_KEY"},
         {"prompt_template": llm.DEFAULT_TEMPLATE + " "},
     ]
     made = {model_config(**{**base, **v}).assessor_id for v in variants}
@@ -158,7 +158,10 @@ def test_every_field_of_the_configuration_makes_its_own_assessor(campaign, serve
 
 
 @pytest.mark.django_db
-def test_the_key_is_read_from_the_environment_and_never_stored(campaign, pool, server, monkeypatch):
+def test_the_key_is_read_from_the_environment_and_never_stored(
+    campaign, pool, server, monkeypatch, settings
+):
+    settings.MODEL_API_KEY_VARIABLES = ["PJ_TEST_KEY"]
     monkeypatch.setenv("PJ_TEST_KEY", "sk-very-secret")
     cfg, job = run(campaign, pool, server, api_key_env="PJ_TEST_KEY")
     assert job.status == Job.Status.DONE
@@ -170,6 +173,14 @@ def test_the_key_is_read_from_the_environment_and_never_stored(campaign, pool, s
     cfg, job = run(campaign, pool, server, api_key_env="PJ_TEST_KEY", seed=5)
     assert job.status == Job.Status.FAILED
     assert job.error == "The environment variable PJ_TEST_KEY is not set for the worker."
+    # Taken off the list after the configuration was made: the job refuses to read it.
+    monkeypatch.setenv("PJ_TEST_KEY", "sk-very-secret")
+    settings.MODEL_API_KEY_VARIABLES = []
+    with TestCase.captureOnCommitCallbacks(execute=True), transaction.atomic():
+        job = start_model_judging(config=cfg, pool=pool, execution=FAST)
+    job.refresh_from_db()
+    assert job.status == Job.Status.FAILED
+    assert job.error.startswith("PJ_TEST_KEY is not one of the variables")
 
 
 @pytest.mark.django_db
@@ -184,6 +195,9 @@ def test_bad_configurations_are_refused(campaign, pool, server):
         model_config(campaign=campaign, endpoint="file:///etc/passwd", model="m")
     with pytest.raises(ConfigError, match="NAME of an environment variable"):
         model_config(campaign=campaign, endpoint=server.url, model="m", api_key_env="sk-abc")
+    # The worker would send the variable's value to the endpoint: only listed names.
+    with pytest.raises(ConfigError, match="SECRET_KEY is not one of the variables"):
+        model_config(campaign=campaign, endpoint=server.url, model="m", api_key_env="SECRET_KEY")
     assert not ModelConfig.objects.exists()
 
 

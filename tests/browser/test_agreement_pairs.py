@@ -1,6 +1,6 @@
 """Disagreements in real Chromium: from the kappa matrix's n and a heat-map cell of the pair page
-to the pairs behind them, on to a document as assessors see it; on a phone the list fits the
-screen's width."""
+to the pairs behind them, on to a document as assessors see it (the adjudication page); on a
+phone the list fits the screen's width."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def test_the_organiser_goes_from_a_count_to_its_pairs_and_a_document(
 
     page.get_by_role("link", name="d3").first.click()
     page.wait_for_selector(".card")
-    assert "/highlighting/" in page.url
+    assert "/adjudicate/" in page.url
     assert "The text of document d3." in page.inner_text("body")
 
 

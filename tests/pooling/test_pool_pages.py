@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from campaigns.models import Assessor, Job, Judgment, Topic
 from pooling import strategies
 from pooling.models import Pool, PoolEntry, Run, RunTopic
+from pooling.pools import judging_progress
 
 pytestmark = pytest.mark.django_db
 
@@ -389,6 +390,30 @@ class TestBuildingFromTheForm:
         assert not pool.entries.filter(doc_id=first).exists()
         full = strategies.depth_pool(keyed(lists, runs), depth=3)
         assert pool.size == sum(map(len, full.values())) - 1
+
+    def test_a_models_labels_do_not_make_a_pair_judged(
+        self, client, campaign, runs, lists, organiser, django_capture_on_commit_callbacks
+    ):
+        """Issue 20: people must still be sent the pairs only a model labelled."""
+        model = Assessor.objects.create(campaign=campaign, name="umbrela", kind=Assessor.Kind.MODEL)
+        first = lists["bm25"]["401"][0]
+        Judgment.objects.create(
+            campaign=campaign,
+            topic=Topic.objects.get(campaign=campaign, topic_id="401"),
+            doc_id=first,
+            assessor=model,
+            label=2,
+        )
+        client.force_login(organiser)
+        build_through_the_form(
+            client, campaign, runs, django_capture_on_commit_callbacks, depth="3", residual="on"
+        )
+        pool = Pool.objects.get()
+        assert pool.entries.filter(doc_id=first).exists()
+        full = strategies.depth_pool(keyed(lists, runs), depth=3)
+        assert pool.size == sum(map(len, full.values()))
+        progress = judging_progress(pool=pool)
+        assert progress["per_topic"]["401"]["judged"] == 0
 
     def test_the_file_rank_order_is_recorded(
         self, client, campaign, runs, organiser, django_capture_on_commit_callbacks

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import itertools
 import json
 import os
 import re
@@ -278,7 +279,7 @@ class TestSidecar:
             "docid": "d00042",
             "label": 2,
             "assessor": "a0000001",
-            "source": "judged",
+            "source": "person",
             "iteration": None,  # the column issue 18 added: only imported judgments have one
             "rubric_version": 1,
             "revisions": 1,
@@ -657,17 +658,18 @@ def test_copy_and_a_cursor_give_the_same_rows_and_sidecar_bytes(campaign, judged
     Judgment.objects.filter(doc_id="=x2").update(
         judged_at=datetime(2025, 3, 1, 9, 0, 0, 100, tzinfo=UTC)
     )
-    for usernames in (False, True):
-        for unjudged in (False, True):
-            s = scope(campaign=campaign)
-            copied = list(sidecar_rows(s, usernames=usernames, pooled_unjudged=unjudged))
-            read = list(
-                sidecar_rows(s, usernames=usernames, pooled_unjudged=unjudged, use_copy=False)
-            )
-            assert [row[0] for row in copied] == [row[0] for row in read]
-            assert [row[1:] for row in copied if row[0][2]] == [
-                row[1:] for row in read if row[0][2]
-            ]
+    # A model's labels (issue 20): their source column is the assessor's kind on both paths.
+    model = Assessor.objects.create(campaign=campaign, name="=umbrela", kind=Assessor.Kind.MODEL)
+    judge(campaign, model, topic, "d3", 3, iteration="Q0", note="MODEL\tnote")
+    judge(campaign, model, topic, "=x0", 0, iteration="Q0")
+    for usernames, unjudged, models in itertools.product((False, True), repeat=3):
+        s = scope(campaign=campaign, include_models=models)
+        copied = list(sidecar_rows(s, usernames=usernames, pooled_unjudged=unjudged))
+        read = list(sidecar_rows(s, usernames=usernames, pooled_unjudged=unjudged, use_copy=False))
+        assert [row[0] for row in copied] == [row[0] for row in read]
+        assert [row[1:] for row in copied if row[0][2]] == [row[1:] for row in read if row[0][2]]
+        sources = {row[0].source for row in copied if row[0].label}
+        assert sources == ({"person", "imported", "model"} if models else {"person", "imported"})
 
 
 @pytest.mark.skipif(

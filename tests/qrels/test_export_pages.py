@@ -122,6 +122,7 @@ class TestBuildingAndDownloading:
             "unjudged": "-1",
             "binary": False,
             "include_imported": True,
+            "include_models": False,
             "usernames": False,
             "pool": None,
         }

@@ -188,7 +188,7 @@ class TestEachPolicy:
         assert qrels == {"051": {"d1": 0, "d3": 2, "d4": 1, "d5": 1}, "052": {"d8": 0}}
 
     def test_every_policy_is_listed_and_an_unknown_one_is_refused(self, campaign, three):
-        assert set(POLICIES) == set(EXPECTED) | {"refuse"}
+        assert set(POLICIES) == set(EXPECTED) | {"refuse", "adjudicated"}
         with pytest.raises(ValueError, match="Unknown policy"):
             qrels_of(campaign, policy="median")
 

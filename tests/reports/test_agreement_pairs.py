@@ -169,13 +169,15 @@ class TestEachCountListsItsPairs:
         assert "Highly relevant" in html
         assert "unsure" in html
         assert "12 s (9 s active)" in html
-        doc_link = reverse("assess:highlighting", args=[campaign.slug])
+        # The document opens on the adjudication page, as assessors saw it, with both verdicts.
         topic = campaign.topics.get(topic_id="1")
-        href = f"{doc_link}?topic={topic.pk}&amp;doc=d3"
-        assert href in html
-        document = client.get(unescape(href))
+        doc_link = reverse("qrels:adjudicate", args=[campaign.slug, topic.pk, "d3"])
+        href = re.search(rf'href="({re.escape(doc_link)}[^"]*)"', html)
+        assert href, html
+        document = client.get(unescape(href.group(1)))
         assert document.status_code == 200
         assert document.context["document"].doc_id == "d3"
+        assert "ann-note-1-d3" in document.content.decode()
         assert "unreadable" in client.get(pairs_url(campaign, ann, ben, topic="2")).content.decode()
 
 
@@ -262,12 +264,13 @@ class TestPagesAndQueries:
             client.get(pairs_url(campaign, ann, ben, topic="1", distance=1))
         assert len(few.captured_queries) == len(small.captured_queries)
         pair_queries = [q for q in few.captured_queries if "judgment" in q["sql"].lower()]
-        assert len(pair_queries) == 2  # the paired, filtered, counted page; its verdicts
+        # the paired, filtered, counted page; its verdicts; their adjudicated labels
+        assert len(pair_queries) == 3
 
 
 # Session and user, campaign and role, the two assessors, the topics of the filter, the rubric
-# and its labels, then the page of pairs and their verdicts.
-QUERIES = 10
+# and its labels, then the page of pairs, their verdicts and their adjudicated labels.
+QUERIES = 11
 
 
 class TestWhoMaySee:

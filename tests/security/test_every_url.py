@@ -50,14 +50,14 @@ from assess.models import Assignment, AssignmentItem
 from campaigns import jobs
 from campaigns.judgments import Timing
 from campaigns.members import add_member
-from campaigns.models import Assessor, Campaign, Job
+from campaigns.models import Assessor, Campaign, Job, Judgment
 from campaigns.scales import SCALES
 from campaigns.uploads import store_upload
 from pooling.models import Pool, Run
 from qrels.models import Export
 from qrels.tasks import REPORT_KIND, export_task, report_task
 from tests.conftest import PASSWORD, HttpsClient
-from tests.factories import make_documents, make_pool, make_run, make_topics
+from tests.factories import make_documents, make_pool, make_run, make_topics, model_labels
 
 pytestmark = pytest.mark.django_db
 
@@ -72,7 +72,15 @@ MIN_PROJECT_PATTERNS = 40
 # (WhiteNoise serves them before any view), so nothing needs to be here today.
 SKIPPED: dict[str, str] = {}
 
-ROLES = ("anonymous", "outsider", "assessor_a", "assessor_b", "organiser", "other_organiser")
+ROLES = (
+    "anonymous",
+    "outsider",
+    "assessor_a",
+    "assessor_b",
+    "organiser",
+    "other_organiser",
+    "adjudicator",
+)
 
 
 # --- Production security settings ------------------------------------------------------------
@@ -219,6 +227,8 @@ class Side:
     report_job: Job
     export: Export
     markers: dict[str, str] = field(default_factory=dict)  # what -> private string
+    judged: tuple[int, str] = (0, "")  # (topic pk, document id) of a pair both assessors judged
+    adjudicator: Any = None  # the campaign's adjudicator, if it has one
 
     @property
     def slug(self) -> str:
@@ -295,6 +305,11 @@ def _side(name: str, slug: str, organiser, first, second) -> Side:
             timing=Timing(),
             note=f"{mark}-note-{who}",
         )
+    # A model's labels on every pooled pair (issue 20): its name, rationale and round are
+    # private strings for the assessors, who must never see a model's verdict.
+    model_labels(
+        pool, name=f"{mark}-model", note=f"{mark}-model-note", iteration=f"{mark}-model-round"
+    )
     upload = store_upload(
         campaign=campaign,
         kind="topics",
@@ -339,6 +354,12 @@ def _side(name: str, slug: str, organiser, first, second) -> Side:
         Assessor.objects.for_user(campaign, first),
         Assessor.objects.for_user(campaign, second),
     )
+    judged = (
+        Judgment.objects.filter(campaign=campaign)
+        .order_by("pk")
+        .values_list("topic_id", "doc_id")
+        .first()
+    )
     markers = {
         "title": campaign.title,
         "topic-1": topics[0].title,
@@ -348,6 +369,9 @@ def _side(name: str, slug: str, organiser, first, second) -> Side:
         "run-beta": runs[1].tag,
         "note-first": f"{mark}-note-first",
         "note-second": f"{mark}-note-second",
+        "model": f"{mark}-model",
+        "model-note": f"{mark}-model-note",
+        "model-round": f"{mark}-model-round",
         "uploaded": f"{mark}-uploaded-topic",
         "organiser": organiser.username,
         "first": first.username,
@@ -369,6 +393,7 @@ def _side(name: str, slug: str, organiser, first, second) -> Side:
         report_job=report_job,
         export=export,
         markers=markers,
+        judged=judged,
     )
 
 
@@ -380,6 +405,7 @@ def world(db) -> World:
         "assessor_b": _user("pjsec_bob"),
         "organiser": _user("pjsec_olivia"),
         "other_organiser": _user("pjsec_oscar"),
+        "adjudicator": _user("pjsec_ada"),
     }
     # Organisers may create campaigns (as `manage.py local_accounts` sets them up); the other
     # campaign's organiser may not, so the permission check is seen both ways.
@@ -391,6 +417,9 @@ def world(db) -> World:
     other = _side(
         "oth", "pjsec-oth", users["other_organiser"], _user("pjsec_carol"), _user("pjsec_dave")
     )
+    # The adjudicator of this campaign only: reads agreement, settles pairs, administers nothing.
+    add_member(campaign=own.campaign, user=users["adjudicator"], role="adjudicator")
+    own.adjudicator = users["adjudicator"]
     superuser = User.objects.create_superuser(username="pjsec_root", password=PASSWORD)
     return World(users, own, other, superuser, Group.objects.create(name="pjsec-group"))
 
@@ -457,6 +486,14 @@ FILL: dict[str, Fill] = {
     "qrels:agreement_pairs": lambda s: {
         "": ({"a": s.assessors[0].pk, "b": s.assessors[1].pk}, None)
     },
+    "qrels:adjudicate": lambda s: {"": ({"topic": s.judged[0], "doc": s.judged[1]}, None)},
+    "assess:grid_cell": lambda s: {
+        "": (
+            {"version": s.pool.version, "topic": s.topics[0].pk, "assessor": s.assessors[0].pk},
+            None,
+        )
+    },
+    "assess:grid_deal": lambda s: {"": ({"version": s.pool.version}, None)},
     "qrels:evaluation_run": lambda s: {"": ({"pk": s.runs[0].pk}, None)},
     "qrels:report_job_status": lambda s: {"": ({"pk": s.report_job.pk}, None)},
 }
@@ -846,6 +883,7 @@ def test_every_response_carries_the_security_headers_and_safe_cookies(world):
 #   creators    holders of campaigns.add_campaign (here: the organiser)
 #   members     anyone in the URL's campaign (an assessor is redirected to their judging home)
 #   organisers  organisers of the URL's campaign
+#   adjudicating  its organisers and adjudicators (the agreement pages and adjudication)
 #   assessors   assessors of the URL's campaign
 #   owner       the assessor whose assignment the URL names
 #   nobody      none of the six roles (the method is refused, or the page is staff only)
@@ -902,9 +940,12 @@ POLICY: dict[str, tuple[str, str]] = {
     "qrels:export_download": ("organisers", "nobody"),
     "qrels:export_readme": ("organisers", "nobody"),
     "qrels:reports": ("organisers", "nobody"),
-    "qrels:agreement": ("organisers", "nobody"),
-    "qrels:agreement_pair": ("organisers", "nobody"),
-    "qrels:agreement_pairs": ("organisers", "nobody"),
+    "qrels:agreement": ("adjudicating", "nobody"),
+    "qrels:agreement_pair": ("adjudicating", "nobody"),
+    "qrels:agreement_pairs": ("adjudicating", "nobody"),
+    "qrels:adjudicate": ("adjudicating", "adjudicating"),
+    "assess:grid_cell": ("organisers", "organisers"),
+    "assess:grid_deal": ("nobody", "organisers"),
     "qrels:evaluation": ("organisers", "organisers"),
     "qrels:evaluation_run": ("organisers", "nobody"),
     "qrels:stability": ("organisers", "organisers"),
@@ -952,10 +993,16 @@ def may(audience: str, role: str, target: Target, world: World) -> bool:
     if audience == "assessors":
         return user.pk in assessors
     if audience == "members":
-        return user.pk in assessors | {side.organiser.pk}
+        return user.pk in assessors | {side.organiser.pk} | _adjudicators(side)
+    if audience == "adjudicating":
+        return user.pk in {side.organiser.pk} | _adjudicators(side)
     if audience == "owner":
         return target.owner == role
     raise ValueError(f"unknown audience {audience!r}")
+
+
+def _adjudicators(side: Side) -> set[int]:
+    return {side.adjudicator.pk} if side.adjudicator is not None else set()
 
 
 def private_strings(role: str, world: World, *, refused: bool) -> list[str]:
@@ -966,14 +1013,28 @@ def private_strings(role: str, world: World, *, refused: bool) -> list[str]:
     me = world.users.get(role)
     found = []
     for side in world.sides():
-        member = me is not None and me.pk in {side.organiser.pk, side.first.pk, side.second.pk}
+        member = me is not None and me.pk in {
+            side.organiser.pk,
+            side.first.pk,
+            side.second.pk,
+            *_adjudicators(side),
+        }
         if refused or not member:
             found += side.markers.values()
         elif me.pk in {side.first.pk, side.second.pk}:
             other = "second" if me.pk == side.first.pk else "first"
             found += [
                 side.markers[k]
-                for k in ("run-alpha", "run-beta", f"note-{other}", other, "organiser")
+                for k in (
+                    "run-alpha",
+                    "run-beta",
+                    f"note-{other}",
+                    other,
+                    "organiser",
+                    "model",
+                    "model-note",
+                    "model-round",
+                )
             ]
     return [s for s in found if me is None or s != me.username]
 
@@ -1046,6 +1107,19 @@ PAYLOADS: dict[str, Callable[[World, Side, str], dict[str, Any]]] = {
         "version": "0",
     },
     "assess:skip": lambda w, s, r: {"submission": str(uuid.uuid4())},
+    # End the first assessor's work on topic 301, applied (not only previewed).
+    "assess:grid_cell": lambda w, s, r: {"action": "end", "confirm": "1"},
+    # Both topics are someone's primary work: the preview says so, and changes nothing.
+    "assess:grid_deal": lambda w, s, r: {
+        "topics": [t.pk for t in s.topics],
+        "assessors": [a.pk for a in s.assessors],
+    },
+    "qrels:adjudicate": lambda w, s, r: {
+        "label": "2",
+        "reason": "the narrative settles it",
+        "version": "0",
+        "submission_id": str(uuid.uuid4()),
+    },
     "assess:assessor_create": lambda w, s, r: {
         "username": "pjsec_newbie",
         "password": "a-long-enough-passphrase",
@@ -1166,7 +1240,16 @@ def test_every_role_reaches_exactly_what_the_policy_allows(world):
     # The private strings are ones the app does show to those allowed (notes and the uploaded
     # file are never rendered; the other campaign's documents only to its assessors, who are
     # no role here), so their absence from every refusal means something.
-    rendered = ("title", "topic-1", "topic-2", "run-alpha", "run-beta", "organiser", "first")
+    rendered = (
+        "title",
+        "topic-1",
+        "topic-2",
+        "run-alpha",
+        "run-beta",
+        "organiser",
+        "first",
+        "model",
+    )
     expected = {side.markers[k] for side in world.sides() for k in (*rendered, "second")}
     expected.add(world.own.markers["document"])
     assert expected <= shown, f"never shown even to those allowed: {sorted(expected - shown)}"

@@ -24,6 +24,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--interleave", action="store_true", help="Mix the topics in one order."
         )
+        parser.add_argument(
+            "--repeat-rate",
+            type=float,
+            default=0.0,
+            help="Share of the documents served again later, unannounced, to measure the "
+            "assessor's consistency (0-0.5; primary mode and its overlap).",
+        )
         parser.add_argument("--seed", type=int)
 
     def handle(self, *args, slug: str, **options) -> None:
@@ -61,6 +68,7 @@ class Command(BaseCommand):
                 interleave=options["interleave"],
                 overlap=options["overlap"],
                 partner=partner,
+                repeat_rate=options["repeat_rate"],
             )
         except AssignmentError as exc:
             raise CommandError(str(exc)) from None

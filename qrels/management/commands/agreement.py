@@ -5,6 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 from campaigns.cli import get_campaign
 from qrels import agreement
 from qrels.agreement_data import BOOTSTRAP, agreement_data
+from qrels.reports import COMPARISON_TITLES
 
 
 def _f(value: float | None, digits: int = 3) -> str:
@@ -36,8 +37,8 @@ class Command(BaseCommand):
         parser.add_argument("slug")
         parser.add_argument(
             "--assessors",
-            help="Comma-separated assessor names (people or imported sources); default: "
-            "everyone with a judgment.",
+            help="Comma-separated assessor names (people, imported sources or models); "
+            "default: everyone with a judgment.",
         )
         parser.add_argument(
             "--binary",
@@ -101,8 +102,33 @@ class Command(BaseCommand):
         negative = any(pair.negative for pair in data.pairs)
         if negative:
             header += ["negative", "identical"]
+        headline = data.headline
+        several = headline is not None and headline.pairs > 1
+        out(
+            "People's agreement (people and imported qrels only, never models): "
+            + (
+                f"Cohen's kappa {_f(headline.kappa)}"
+                + (f", the mean over {headline.pairs} pairs of people" if several else "")
+                + f", over {headline.n:,} pairs both judged."
+                if headline
+                else "no two people judged the same pair."
+            )
+        )
+        for comparison, pairs in data.by_comparison().items():
+            if pairs:
+                out(f"\n{COMPARISON_TITLES[comparison]} ({comparison}):")
+                self._pairs(header, pairs, data, negative)
+        for entry in data.leniency:
+            out(
+                f"\nLeniency of {entry.model}: calls {_f(entry.model_relevant)} of its "
+                f"{entry.n:,} pairs with people relevant; the people {_f(entry.people_relevant)} "
+                "of the same pairs."
+            )
+        self._notes(data)
+
+    def _pairs(self, header: list[str], pairs, data, negative: bool) -> None:
         rows = []
-        for pair in data.pairs:
+        for pair in pairs:
             ci = pair.ci.get("cohen_kappa")
             row = [
                 pair.a,
@@ -119,9 +145,11 @@ class Command(BaseCommand):
             if negative:
                 row += [f"{pair.negative:,}", _f(pair.identical)]
             rows.append(row)
-        out("")
         for line in table(header, rows):
-            out(line)
+            self.stdout.write(line)
+
+    def _notes(self, data) -> None:
+        out = self.stdout.write
         for pair in data.pairs:
             if pair.negative:
                 met = "; ".join(f"{a} against {b}: {n:,}" for a, b, n in pair.negative_cells[:6])

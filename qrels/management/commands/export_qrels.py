@@ -55,6 +55,12 @@ class Command(BaseCommand):
             help="Leave out imported judgments (earlier qrels).",
         )
         parser.add_argument(
+            "--include-models",
+            action="store_true",
+            help="Count model assessors' labels (an LLM judge's) in the qrels and the sidecar; "
+            "left out by default.",
+        )
+        parser.add_argument(
             "--usernames",
             action="store_true",
             help="Name people by login instead of their stable pseudonym.",
@@ -94,6 +100,7 @@ class Command(BaseCommand):
             "unjudged": options["unjudged"],
             "binary": options["binary"],
             "include_imported": not options["no_imported"],
+            "include_models": options["include_models"],
             "usernames": options["usernames"],
             "pool": pool,
             "progress": progress,

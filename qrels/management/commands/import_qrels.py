@@ -3,11 +3,15 @@ from django.core.management.base import BaseCommand
 from campaigns.cli import get_campaign, refused
 from campaigns.textfiles import ParseError
 from qrels.formats import CONFLICT_POLICIES
-from qrels.imports import import_qrels
+from qrels.imports import IMPORT_KINDS, import_qrels
 
 
 class Command(BaseCommand):
-    help = "Import a qrels file as the judgments of a named source (not a login)."
+    help = (
+        "Import a qrels file as the judgments of a named source (not a login): earlier qrels, "
+        "or with --kind model an LLM judge's labels (kept out of default qrels and the headline "
+        "agreement, never shown to assessors)."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("slug")
@@ -18,6 +22,13 @@ class Command(BaseCommand):
             choices=CONFLICT_POLICIES,
             default="refuse",
             help="What to do when the file gives one pair two labels (default: refuse).",
+        )
+        parser.add_argument(
+            "--kind",
+            choices=IMPORT_KINDS,
+            default="imported",
+            help="imported (default): earlier qrels, people's verdicts made elsewhere; model: "
+            "a model's labels (e.g. UMBRELA's). An existing source keeps its kind.",
         )
         parser.add_argument("--encoding")
 
@@ -31,6 +42,7 @@ class Command(BaseCommand):
                 assessor=options["assessor"],
                 on_conflict=options["on_conflict"],
                 encoding=options["encoding"],
+                kind=options["kind"],
             )
         except ParseError as exc:
             raise refused(exc) from None

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('assess', '0003_open_items_in_order'),
+        ('assess', '0004_planted_repeats'),
         ('campaigns', '0006_assessor_kinds_model_adjudicated'),
     ]
 

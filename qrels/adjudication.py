@@ -1,0 +1,190 @@
+"""Settling a disagreement: an adjudicated label on a (topic, document) pair.
+
+An adjudicated label is a third kind of verdict, kept apart from the assessors' own: it is a
+:class:`~campaigns.models.Judgment` of the campaign's one assessor of kind ``adjudicated`` (no
+login behind it), recorded like any verdict (campaigns.judgments: append-only revisions, a
+one-time submission id, a version check against stale forms), with the reason in its note and
+the person who settled the pair on each revision (``JudgmentRevision.by``). Agreement never
+reads it (people's own labels only); the qrels policy ``adjudicated`` prefers it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import OuterRef, Subquery
+
+from campaigns.judgments import record_judgment
+from campaigns.models import (
+    VERDICT_KINDS,
+    Assessor,
+    Campaign,
+    Judgment,
+    JudgmentRevision,
+    Label,
+    Topic,
+)
+
+ADJUDICATED_NAME = "adjudicated"
+
+
+class AdjudicationError(ValueError):
+    """The adjudication cannot be recorded (no reason, a pair nobody judged, a label off the
+    rubric); nothing was stored."""
+
+
+def adjudicated_assessor(campaign: Campaign, *, create: bool = False) -> Assessor | None:
+    """The campaign's adjudicated-labels assessor; created on first use when ``create``."""
+    found = (
+        Assessor.objects.filter(campaign=campaign, kind=Assessor.Kind.ADJUDICATED)
+        .order_by("pk")
+        .first()
+    )
+    if found is not None or not create:
+        return found
+    with transaction.atomic():
+        # Two first adjudications at once must not make two such assessors: the campaign row
+        # serialises them (only here, once per campaign).
+        Campaign.objects.select_for_update().filter(pk=campaign.pk).order_by().first()
+        found = (
+            Assessor.objects.filter(campaign=campaign, kind=Assessor.Kind.ADJUDICATED)
+            .order_by("pk")
+            .first()
+        )
+        if found is not None:
+            return found
+        taken = set(Assessor.objects.filter(campaign=campaign).values_list("name", flat=True))
+        name, n = ADJUDICATED_NAME, 1
+        while name in taken:  # a person may be called "adjudicated"
+            n += 1
+            name = f"{ADJUDICATED_NAME}-{n}"
+        return Assessor.objects.create(
+            campaign=campaign,
+            name=name,
+            kind=Assessor.Kind.ADJUDICATED,
+            details={"about": "Labels settled by organisers and adjudicators, with a reason."},
+        )
+
+
+@dataclass(frozen=True)
+class PairVerdict:
+    """One assessor's current verdict on the pair, as the adjudication page shows it."""
+
+    assessor: str
+    kind: str
+    label: int
+    name: str
+    note: str
+    unsure: bool
+    unreadable: bool
+    seconds_on_screen: float | None
+    active_seconds: float | None
+    judged_at: datetime
+    version: int
+
+
+def pair_verdicts(*, campaign: Campaign, topic: Topic, doc_id: str) -> list[PairVerdict]:
+    """Every assessor's (people's and imported sources') current verdict on the pair, by
+    assessor name; adjudicated and model labels are not among them. One query."""
+    name = Label.objects.filter(rubric=OuterRef("rubric_version"), value=OuterRef("label"))
+    rows = (
+        Judgment.objects.filter(campaign=campaign, topic=topic, doc_id=doc_id)
+        .filter(assessor__kind__in=VERDICT_KINDS)
+        .annotate(label_name=Subquery(name.values("name")[:1]))
+        .select_related("assessor")
+        .order_by("assessor__name")
+    )
+    return [
+        PairVerdict(
+            assessor=j.assessor.name,
+            kind=j.assessor.kind,
+            label=j.label,
+            name=j.label_name or "",
+            note=j.note,
+            unsure=j.unsure,
+            unreadable=j.unreadable,
+            seconds_on_screen=j.seconds_on_screen,
+            active_seconds=j.active_seconds,
+            judged_at=j.judged_at,
+            version=j.version,
+        )
+        for j in rows
+    ]
+
+
+def current_adjudication(*, campaign: Campaign, topic: Topic, doc_id: str) -> Judgment | None:
+    assessor = adjudicated_assessor(campaign)
+    if assessor is None:
+        return None
+    return Judgment.objects.filter(assessor=assessor, topic=topic, doc_id=doc_id).order_by().first()
+
+
+def adjudication_history(judgment: Judgment | None) -> list[JudgmentRevision]:
+    """Every adjudicated label the pair had, newest first, each with who gave it."""
+    if judgment is None:
+        return []
+    return list(judgment.revisions.select_related("by").order_by("-version"))
+
+
+def adjudicate(
+    *,
+    campaign: Campaign,
+    topic: Topic,
+    doc_id: str,
+    label: int,
+    reason: str,
+    by,
+    expected_version: int | None,
+    submission_id: uuid.UUID | None = None,
+) -> tuple[Judgment, bool]:
+    """Record ``label`` as the pair's adjudicated label, ``reason`` as its note, ``by`` (a user)
+    on the revision. Returns (judgment, recorded) as campaigns.judgments.record_judgment does,
+    and raises as it does (StaleJudgment when the adjudication changed since
+    ``expected_version``, 0 for none yet; InvalidLabel for a label off the current rubric), or
+    AdjudicationError (nothing stored) for an empty reason or a pair nobody judged."""
+    reason = reason.strip()
+    if not reason:
+        raise AdjudicationError("Give a reason: it is kept with the adjudicated label.")
+    if topic.campaign_id != campaign.pk:
+        raise AdjudicationError("This topic is not in this campaign.")
+    judged = (
+        Judgment.objects.filter(campaign=campaign, topic=topic, doc_id=doc_id)
+        .filter(assessor__kind__in=VERDICT_KINDS)
+        .exists()
+    )
+    if not judged:
+        raise AdjudicationError(
+            f"Nobody judged document {doc_id} for topic {topic.topic_id}: there is nothing to "
+            "adjudicate."
+        )
+    return record_judgment(
+        assessor=adjudicated_assessor(campaign, create=True),
+        topic=topic,
+        doc_id=doc_id,
+        label=label,
+        rubric_version=campaign.current_rubric(),
+        submission_id=submission_id,
+        expected_version=expected_version,
+        note=reason,
+        by=by,
+    )
+
+
+def adjudicated_labels(
+    *, campaign: Campaign, pairs: list[tuple[int, str]]
+) -> dict[tuple[int, str], Judgment]:
+    """(topic pk, document id) -> the current adjudicated label, for the given pairs (a page of
+    the pairs list): one query."""
+    if not pairs:
+        return {}
+    found = Judgment.objects.filter(
+        campaign=campaign,
+        assessor__kind=Assessor.Kind.ADJUDICATED,
+        topic_id__in={topic for topic, _ in pairs},
+        doc_id__in={doc for _, doc in pairs},
+    ).order_by()
+    wanted = set(pairs)
+    return {(j.topic_id, j.doc_id): j for j in found if (j.topic_id, j.doc_id) in wanted}
