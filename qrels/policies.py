@@ -327,6 +327,7 @@ def iter_campaign_qrels(
         assessors=assessors,
         pool=pool,
         include_models=include_models,
+        include_adjudicated=policy == "adjudicated",
     )
     if policy == "refuse":
         conflicts = find_conflicts(s)
@@ -393,13 +394,18 @@ def per_assessor_qrels(
         pool=pool,
         include_models=include_models,
     )
+    # Verdicts only: the adjudicated labels settle pairs between assessors, they are nobody's file.
     names = {
         str(pk): name
-        for pk, name in Assessor.objects.filter(campaign=campaign).values_list("pk", "name")
+        for pk, name in Assessor.objects.filter(
+            campaign=campaign, kind__in=s.verdict_kinds
+        ).values_list("pk", "name")
     }
     threshold = campaign.relevance_threshold
     result: dict[str, Qrels] = {}
     for row in judgment_rows(s):
+        if row.assessor_id not in names:
+            continue
         label = int(row.label)
         if binary and label >= 0:
             label = 1 if label >= threshold else 0

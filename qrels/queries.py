@@ -18,7 +18,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Count, Exists, Max, OuterRef, Q, Subquery, Sum
 
-from campaigns.models import VERDICT_KINDS, Assessor, Campaign, Judgment, Label, Topic
+from campaigns.models import Assessor, Campaign, Judgment, Label, Topic
 from pooling.models import Run, RunTopic
 from pooljudge.common import ProgressFn, natural_key, no_progress, planner_settings
 
@@ -168,9 +168,10 @@ def judging_assessors(campaign: Campaign, *, include_imported: bool = True) -> l
     judgments.)"""
     verdicts = Judgment.objects.filter(assessor=OuterRef("pk"))
     assessors = (
-        # Adjudicated and model labels are not assessors' verdicts: agreement never pairs them
-        # (an adjudication must leave every agreement figure as it was).
-        Assessor.objects.filter(campaign=campaign, kind__in=VERDICT_KINDS)
+        # Adjudicated labels are no assessor's verdicts: agreement never pairs them (an
+        # adjudication must leave every agreement figure as it was). Models' labels are paired,
+        # and reported apart (qrels.reports.COMPARISON_TITLES).
+        Assessor.objects.filter(campaign=campaign)
         .filter(Exists(verdicts))
         .exclude(kind=Assessor.Kind.ADJUDICATED)
         .values_list("pk", "name", "kind")
@@ -228,9 +229,9 @@ def assessor_verdicts(
     *, campaign: Campaign, names: Collection[str] | None = None
 ) -> dict[str, dict[tuple[str, str], int]]:
     """assessor name -> (topic id, document id) -> label, every current verdict (label >= 0) of
-    the named assessors (default: all but adjudicated and model labels), read as tuples in one
+    the named assessors (default: all but the adjudicated labels), read as tuples in one
     query."""
-    assessors = Assessor.objects.filter(campaign=campaign, kind__in=VERDICT_KINDS)
+    assessors = Assessor.objects.filter(campaign=campaign).exclude(kind=Assessor.Kind.ADJUDICATED)
     if names is not None:
         assessors = assessors.filter(name__in=list(names))
     by_pk = dict(assessors.values_list("pk", "name"))

@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from campaigns.access import ADJUDICATING, get_campaign_for
-from campaigns.models import VERDICT_KINDS, Assessor, Campaign
+from campaigns.models import Assessor, Campaign
 from qrels import report_plots
 from qrels.adjudication import adjudicated_labels
 from qrels.agreement_data import BOOTSTRAP, agreement_data
@@ -144,7 +144,8 @@ def agreement_pair(request: HttpRequest, slug: str, a: int, b: int) -> HttpRespo
     interval, the relevant-set overlap, and the same per topic."""
     campaign = get_campaign_for(request, slug, role=ADJUDICATING)
     found = dict(
-        Assessor.objects.filter(campaign=campaign, pk__in=[a, b], kind__in=VERDICT_KINDS)
+        Assessor.objects.filter(campaign=campaign, pk__in=[a, b])
+        .exclude(kind=Assessor.Kind.ADJUDICATED)
         .order_by()
         .values_list("pk", "name")
     )
@@ -339,7 +340,8 @@ def agreement_pairs(request: HttpRequest, slug: str, a: int, b: int) -> HttpResp
     filtered by topic and by the distance between the labels, 100 a page."""
     campaign = get_campaign_for(request, slug, role=ADJUDICATING)
     found = dict(
-        Assessor.objects.filter(campaign=campaign, pk__in=[a, b], kind__in=VERDICT_KINDS)
+        Assessor.objects.filter(campaign=campaign, pk__in=[a, b])
+        .exclude(kind=Assessor.Kind.ADJUDICATED)
         .order_by()
         .values_list("pk", "name")
     )

@@ -273,6 +273,15 @@ class TestAgreement:
         assert "People and models (person-model):" in text
         assert "Leniency of gpt: calls 0.875 of its 24 pairs with people relevant" in text
 
+    def test_a_person_and_a_model_open_as_a_pair_but_adjudicated_labels_do_not(
+        self, client, campaign, organiser, mixed
+    ):
+        login(client, organiser)
+        ann, gpt, final = (mixed[name].pk for name in ("ann", "gpt", "final"))
+        for view in ("qrels:agreement_pair", "qrels:agreement_pairs"):
+            assert client.get(reverse(view, args=[campaign.slug, ann, gpt])).status_code == 200
+            assert client.get(reverse(view, args=[campaign.slug, ann, final])).status_code == 404
+
     def test_without_two_people_there_is_no_headline(self, campaign, mixed):
         data = agreement_data(campaign=campaign, assessors=["ann", "gpt", "llama"])
         assert data.headline is None
