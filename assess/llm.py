@@ -50,6 +50,9 @@ LABEL_RULES = {
 # A passage longer than this is cut (and the prompt says so): the per-call cost stays bounded.
 MAX_DOCUMENT_CHARS = 20_000
 MAX_RETRY_AFTER = 60.0
+# A label's answer is a few hundred bytes; a bigger body is a misconfigured endpoint, and it is
+# stored raw, so it is refused rather than read whole.
+MAX_RESPONSE_BYTES = 1_000_000
 
 
 class TemplateError(ValueError):
@@ -235,7 +238,7 @@ def post(request: Request, *, timeout: float) -> Answer:
     try:
         with urllib.request.urlopen(http, timeout=timeout) as response:  # noqa: S310
             status = response.status
-            raw = response.read()
+            raw = response.read(MAX_RESPONSE_BYTES + 1)
     except urllib.error.HTTPError as exc:
         body = _text(exc.read() if exc.fp is not None else b"")
         retryable = exc.code == 429 or exc.code >= 500
@@ -251,6 +254,13 @@ def post(request: Request, *, timeout: float) -> Answer:
         raise CallFailed(f"cannot connect: {reason}", retryable=True) from None
     except (ConnectionError, OSError) as exc:
         raise CallFailed(f"connection failed: {exc}", retryable=True) from None
+    if len(raw) > MAX_RESPONSE_BYTES:
+        raise CallFailed(
+            f"the response is larger than {MAX_RESPONSE_BYTES:,} bytes: not a label",
+            retryable=False,
+            status=status,
+            body=_text(raw[:2000]),
+        )
     body = _text(raw)
     answer = Answer(status, body, None, None, None, seconds=time.monotonic() - started)
     try:

@@ -1,8 +1,9 @@
 """A real OpenAI-compatible chat server on loopback for tests, answering from directives in the
 prompt's document text: ``ANSWER-n`` (label n, with usage and logprobs when asked), ``CHATTY``
 (prose, no label), ``NOTJSON`` (a 200 that is not JSON), ``SLOW`` (answers after ``slow``
-seconds), ``BUSY-k`` (429 the first k times, then label 1), ``DOWN`` (503 always), ``PAUSE``
-(label 1 after ``pause`` seconds: a call that is out long enough to kill a worker during it)."""
+seconds), ``HUGE`` (a 2 MB body), ``BUSY-k`` (429 the first k times, then label 1), ``DOWN``
+(503 always), ``PAUSE`` (label 1 after ``pause`` seconds: a call that is out long enough to kill
+a worker during it)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-DIRECTIVE = re.compile(r"\b(ANSWER-\d+|CHATTY|NOTJSON|SLOW|BUSY-\d+|DOWN|PAUSE)-?(\w*)")
+DIRECTIVE = re.compile(r"\b(ANSWER-\d+|CHATTY|NOTJSON|SLOW|BUSY-\d+|DOWN|PAUSE|HUGE)-?(\w*)")
 
 
 class FakeModel:
@@ -54,6 +55,8 @@ class FakeModel:
                     time.sleep(fake.slow)
                 if directive == "PAUSE":
                     time.sleep(fake.pause)
+                if directive == "HUGE":
+                    return self._send(200, b" " * 2_000_000)
                 if directive == "NOTJSON":
                     return self._send(200, b"<html>gateway says hello</html>")
                 content = (

@@ -425,3 +425,20 @@ def test_a_long_pool_is_judged_in_slices_each_a_job(campaign, pool, server, sett
     assert server.hits["SLOW-d05"] == 3
     assert server.hits["ANSWER-2-d01"] == 1
     assert max(server.hits.values()) == 3
+
+
+def test_a_body_too_big_to_be_a_label_is_refused_unread(server) -> None:
+    request = llm.Request(
+        url=llm.chat_url(server.url),
+        model="m",
+        prompt="Passage: HUGE-x",
+        temperature=0,
+        seed=0,
+        max_tokens=8,
+        logprobs=False,
+    )
+    with pytest.raises(llm.CallFailed, match="larger than 1,000,000 bytes") as caught:
+        llm.call(request, timeout=5, retries=3, backoff=0)
+    assert not caught.value.retryable
+    assert server.hits["HUGE-x"] == 1  # not retried: asking again would give the same
+    assert len(caught.value.body) == 2000
