@@ -36,6 +36,8 @@ from pooling.models import Pool, PoolEntry
 
 JUDGE_TASK = "assess.tasks.judge_with_model_task"
 JOB_KIND = "judge_with_model"
+# Calls in a row without an answer (after their retries) that stop the job: the endpoint is down.
+FAILURES_IN_A_ROW = 8
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -187,6 +189,7 @@ class _Totals:
     labelled: int = 0
     unparseable: int = 0
     failed: int = 0
+    failing_in_a_row: int = 0  # calls that got no answer since the last one that did
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
@@ -270,9 +273,31 @@ def judge_pool(job: Job, progress: Progress) -> dict[str, Any]:
         )
 
     def settle(future: Future, call: ModelCall) -> None:
+        failed_before = totals.failed
         _record(future, call, config=config, scale=scale, totals=totals)
+        totals.failing_in_a_row = (
+            totals.failing_in_a_row + 1 if totals.failed > failed_before else 0
+        )
         progress.done += 1
         report()
+
+    def check_endpoint() -> None:
+        # An endpoint that is down would otherwise be retried pair after pair for hours.
+        if totals.failing_in_a_row >= FAILURES_IN_A_ROW:
+            raise JobFailed(
+                f"The endpoint gave no answer to {totals.failing_in_a_row} calls in a row "
+                f"(the last: {last_error()}); nothing more was sent. Run it again once it answers: "
+                "only the pairs without an answer are asked."
+            )
+
+    def last_error() -> str:
+        call = (
+            ModelCall.objects.filter(config=config, status=ModelCall.Status.FAILED, job=job)
+            .order_by("-finished_at", "-pk")
+            .only("error")
+            .first()
+        )
+        return call.error if call is not None else "no answer"
 
     # A pool can take longer than a task may run (CELERY_TASK_TIME_LIMIT, below the broker's
     # visibility timeout): past the slice, stop sending, settle what is out, and hand the rest
@@ -301,6 +326,7 @@ def judge_pool(job: Job, progress: Progress) -> dict[str, Any]:
                     for future in finished:
                         settle(future, in_flight.pop(future))
                     progress.check()
+                    check_endpoint()
                 call = _claim(config, topic_id, doc_id, job)
                 if call is None:
                     progress.done += 1
@@ -347,14 +373,16 @@ def judge_pool(job: Job, progress: Progress) -> dict[str, Any]:
                     limiter=limiter,
                 )
                 in_flight[future] = call
-    except BaseException:
+    except BaseException as exc:
         # Cancelled or failing: the calls already out are paid for; record their answers, and
         # what this attempt spent (the job's row keeps it whatever the outcome).
         _drain(in_flight, settle)
         executor.shutdown(wait=True)
-        Job.objects.filter(pk=job.pk, attempts=job.attempts).update(
-            result=_summary(config, execution, totals, pairs)
-        )
+        summary = _summary(config, execution, totals, pairs)
+        if isinstance(exc, JobFailed):  # run_job stores its result as the job's
+            exc.result = {**summary, **exc.result}
+        else:
+            Job.objects.filter(pk=job.pk, attempts=job.attempts).update(result=summary)
         raise
     _drain(in_flight, settle)
     executor.shutdown(wait=True)

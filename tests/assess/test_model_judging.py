@@ -442,3 +442,29 @@ def test_a_body_too_big_to_be_a_label_is_refused_unread(server) -> None:
     assert not caught.value.retryable
     assert server.hits["HUGE-x"] == 1  # not retried: asking again would give the same
     assert len(caught.value.body) == 2000
+
+
+@pytest.mark.django_db
+def test_an_endpoint_that_is_down_stops_the_job(campaign):
+    import socket
+
+    make_topics(campaign, ["301"])
+    docs = [f"d{i:02d}" for i in range(1, 31)]
+    Document.objects.bulk_create(Document(campaign=campaign, doc_id=d, body="x") for d in docs)
+    make_run(campaign, "r", {"301": [(d, 30.0 - i) for i, d in enumerate(docs)]})
+    pool = make_pool(campaign, depth=30)
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there now: every call is refused at once
+
+    class Down:
+        url = f"http://127.0.0.1:{port}/v1"
+
+    cfg, job = run(campaign, pool, Down(), Execution(concurrency=2, per_minute=0, backoff=0))
+    assert job.status == Job.Status.FAILED
+    assert job.error.startswith("The endpoint gave no answer to 8 calls in a row (the last: ")
+    assert "cannot connect" in job.error
+    failed = ModelCall.objects.filter(config=cfg, status=ModelCall.Status.FAILED).count()
+    assert 8 <= failed <= 10  # the streak, and the calls already out when it was seen
+    assert job.result["pairs"]["not asked"] == 30 - failed
