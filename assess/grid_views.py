@@ -22,6 +22,7 @@ from assess.grid import (
     plan_cell,
     plan_deal,
 )
+from assess.organiser import _render_workspace as render_workspace
 from campaigns.access import get_campaign_for
 from campaigns.models import Assessor, Campaign, Membership
 from pooling.models import Pool
@@ -52,9 +53,11 @@ def _done(request: HttpRequest, campaign: Campaign, pool: Pool, message: str) ->
     messages.success(request, message)
     url = _grid_url(campaign, pool)
     if request.htmx:
-        # The whole workspace changed: htmx loads it as a page, not into the panel.
-        response = HttpResponse(status=204)
-        response["HX-Redirect"] = url
+        # The whole workspace changed (grid, members' work, forms): it replaces itself, with
+        # the message, instead of the panel the request came from.
+        response = render_workspace(request, campaign, pool)
+        response["HX-Retarget"] = "#workspace"
+        response["HX-Reswap"] = "outerHTML"
         return response
     return redirect(url)
 

@@ -424,7 +424,6 @@ def export_bundle(
             include_imported=include_imported,
             pool=pool,
             include_models=include_models,
-            include_adjudicated=policy == "adjudicated",
         )
     except ValueError as exc:
         raise ExportError(str(exc)) from None
@@ -524,6 +523,7 @@ def _write_bundle(
         None if options.per_assessor else _QrelsWriter(root / "qrels.txt", background=background)
     )
     resolver = resolver_for(s, options.policy, binary=options.binary)
+    adjudicated = resolver.adjudicated
     write_unjudged = options.unjudged == "-1"
     # People's verdicts on pairs two or more people judged, for the agreement figures.
     overlap: dict[str, dict[tuple[str, str], int]] = {}
@@ -615,7 +615,11 @@ def _write_bundle(
             if not label_text:  # a pooled pair nobody judged: no judgment, no sidecar row
                 continue
             label = int(label_text)
-            counts[label] = counts.get(label, 0) + 1
+            # An adjudicated label settles others' verdicts: it is no label of its own in the
+            # topic's distribution, and no assessor's file (the sidecar lists it, by its kind).
+            settled = assessor_id in adjudicated
+            if not settled:
+                counts[label] = counts.get(label, 0) + 1
             counted = by_assessor.get(who)
             if counted is None:
                 counted = by_assessor[who] = [assessor_id, 0, 0]
@@ -625,7 +629,7 @@ def _write_bundle(
                 verdicts.append((assessor_id, label, first, pseudonym))
             else:
                 negatives.append(label)
-            if per_assessor:
+            if per_assessor and not settled:
                 writer = per_assessor_files.get(who)
                 if writer is None:
                     file_name = _file_name_for(unescape(who), taken_names)

@@ -1,7 +1,7 @@
 """Adjudication in real Chromium (issue 19): the organiser clicks a confusion cell, sees the pairs
 two assessors disagree on, opens one, reads the document and both verdicts, and records an
 adjudicated label with a reason; the export with policy ``adjudicated`` has that label, the
-sidecar keeps the row, and every agreement figure is as it was.
+sidecar marks the row adjudicated, and every agreement figure is as it was.
 
 With POOLJUDGE_SCREENS set to a directory, the pages are also saved there at 1440x900 and
 390x844 (how docs/screens/adjudicate-*.png are made)."""
@@ -141,8 +141,8 @@ def test_the_organiser_settles_a_disagreement_from_a_confusion_cell(
     rows = [dict(zip(header, row, strict=True)) for row in sidecar[1:]]
     settled_rows = [r for r in rows if (r["topic"], r["docid"], r["label"]) == ("1", "d3", "1")]
     assert len(settled_rows) == 1
-    # Once the sidecar's source column names the assessor's kind, it marks the row as such.
-    assert settled_rows[0]["source"] in ("judged", "adjudicated")
+    # The sidecar's source column is the assessor's kind: it marks the adjudicated row.
+    assert settled_rows[0]["source"] == "adjudicated"
 
 
 def test_on_a_phone_the_adjudication_page_fits(live_server, login, organiser, campaign, pair):

@@ -138,8 +138,12 @@ class TestDealing:
             {**data, "confirm": "1", "signature": plan.signature()},
             headers={"HX-Request": "true"},
         )
-        assert applied.status_code == 204
-        assert applied["HX-Redirect"].endswith("#grid")
+        assert applied.status_code == 200
+        assert applied["HX-Retarget"] == "#workspace"
+        html = applied.content.decode()
+        assert 'id="workspace"' in html
+        assert "<html" not in html
+        assert "Dealt 1 topic over 1 assessor." in html
 
 
 class TestACell:

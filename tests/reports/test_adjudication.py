@@ -289,6 +289,14 @@ class TestWhatAnAdjudicationChanges:
         assert sorted(row[2] for row in rows) == ["0", "1", "2"]
         (row,) = [row for row in rows if row[2] == "0"]
         assert "off topic after all" in row
+        # The sidecar's source column is the assessor's kind: the adjudicated row says so.
+        header = sidecar[0].split("\t")
+        assert row[header.index("source")] == "adjudicated"
+        assert sorted(r[header.index("source")] for r in rows) == [
+            "adjudicated",
+            "person",
+            "person",
+        ]
 
 
 class TestWhoMayAdjudicate:
