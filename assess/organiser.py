@@ -30,6 +30,7 @@ from accounts.passwords import OneTimeLink, one_time_link
 from assess import dashboard as dash
 from assess import repeats
 from assess.assignments import AssignmentError, assign, end_assignment, reassign_topic, rebalance
+from assess.care import MIN_JUDGMENTS, care_signals
 from assess.forms import (
     AddMemberForm,
     AssignForm,
@@ -522,6 +523,9 @@ def progress(request: HttpRequest, slug: str) -> HttpResponse:
         if not board.open_work:
             response.status_code = HttpResponseStopPolling.status_code
         return response
+    # Read once per page, not on every poll: it reads every person's verdicts.
+    context["care"] = care_signals(campaign)
+    context["min_judgments"] = MIN_JUDGMENTS
     return render(request, PROGRESS, context)
 
 

@@ -327,6 +327,7 @@ def iter_campaign_qrels(
         assessors=assessors,
         pool=pool,
         include_models=include_models,
+        include_adjudicated=policy == "adjudicated",
     )
     if policy == "refuse":
         conflicts = find_conflicts(s)
@@ -393,20 +394,17 @@ def per_assessor_qrels(
         pool=pool,
         include_models=include_models,
     )
+    # Verdicts only: the adjudicated labels settle pairs between assessors, they are nobody's file.
     names = {
         str(pk): name
-        for pk, name in Assessor.objects.filter(campaign=campaign).values_list("pk", "name")
-    }
-    settled = {
-        str(pk)
-        for pk in Assessor.objects.filter(
-            campaign=campaign, kind=Assessor.Kind.ADJUDICATED
-        ).values_list("pk", flat=True)
+        for pk, name in Assessor.objects.filter(
+            campaign=campaign, kind__in=s.verdict_kinds
+        ).values_list("pk", "name")
     }
     threshold = campaign.relevance_threshold
     result: dict[str, Qrels] = {}
     for row in judgment_rows(s):
-        if row.assessor_id in settled:  # adjudicated labels are nobody's own qrels
+        if row.assessor_id not in names:
             continue
         label = int(row.label)
         if binary and label >= 0:

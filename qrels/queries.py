@@ -168,7 +168,9 @@ def judging_assessors(campaign: Campaign, *, include_imported: bool = True) -> l
     judgments.)"""
     verdicts = Judgment.objects.filter(assessor=OuterRef("pk"))
     assessors = (
-        # An adjudication must leave every agreement figure as it was: never paired.
+        # Adjudicated labels are no assessor's verdicts: agreement never pairs them (an
+        # adjudication must leave every agreement figure as it was). Models' labels are paired,
+        # and reported apart (qrels.reports.COMPARISON_TITLES).
         Assessor.objects.filter(campaign=campaign)
         .filter(Exists(verdicts))
         .exclude(kind=Assessor.Kind.ADJUDICATED)

@@ -148,23 +148,16 @@ class TestQrels:
     ):
         default = export_bundle(campaign=campaign, destination=tmp_path / "a", policy="max")
         sources = default.manifest["sources"]
-        # Adjudicated labels are in the sidecar, marked by their kind (only the adjudicated
-        # policy puts them in qrels.txt); models' only when asked for.
-        assert sources["counted"] == ["person", "imported", "adjudicated"]
-        assert sources["left_out"] == ["model"]
+        assert sources["counted"] == ["person", "imported"]
+        assert sources["left_out"] == ["adjudicated", "model"]
         assert sources["judgments"] == {
-            "adjudicated": {"assessors": 1, "judgments": 8, "verdicts": 8},
             "imported": {"assessors": 1, "judgments": 8, "verdicts": 8},
             "person": {"assessors": 2, "judgments": 16, "verdicts": 16},
         }
         assert "| `person` | people judging in Pooljudge | 2 | 16 | 16 |" in default.readme
-        assert "Left out of the qrels and the sidecar: `model`" in default.readme
+        assert "Left out of the qrels and the sidecar: `adjudicated`" in default.readme
         lines = (tmp_path / "a" / "judgments.jsonl").read_text().splitlines()
-        assert {json.loads(line)["source"] for line in lines} == {
-            "person",
-            "imported",
-            "adjudicated",
-        }
+        assert {json.loads(line)["source"] for line in lines} == {"person", "imported"}
         asked = export_bundle(
             campaign=campaign, destination=tmp_path / "b", policy="max", include_models=True
         )
@@ -177,7 +170,7 @@ class TestQrels:
         assert by_source["model"] == {"gpt", "llama"}
         assert by_source["imported"] == {"nist"}
         assert not by_source["person"] & {"ann", "ben"}
-        assert asked.manifest["sources"]["left_out"] == []
+        assert asked.manifest["sources"]["left_out"] == ["adjudicated"]
         assert asked.manifest["sources"]["qrels_lines_with_models"] == 8
         assert "`model` | a model's labels, e.g. an LLM judge's | 2 | 16 | 16 |" in asked.readme
         assert "0 lines of `qrels.txt` rest on models' labels alone, 8 more" in asked.readme
@@ -279,6 +272,15 @@ class TestAgreement:
         assert f"Cohen's kappa {headline:.3f}, the mean over 3 pairs of people" in text
         assert "People and models (person-model):" in text
         assert "Leniency of gpt: calls 0.875 of its 24 pairs with people relevant" in text
+
+    def test_a_person_and_a_model_open_as_a_pair_but_adjudicated_labels_do_not(
+        self, client, campaign, organiser, mixed
+    ):
+        login(client, organiser)
+        ann, gpt, final = (mixed[name].pk for name in ("ann", "gpt", "final"))
+        for view in ("qrels:agreement_pair", "qrels:agreement_pairs"):
+            assert client.get(reverse(view, args=[campaign.slug, ann, gpt])).status_code == 200
+            assert client.get(reverse(view, args=[campaign.slug, ann, final])).status_code == 404
 
     def test_without_two_people_there_is_no_headline(self, campaign, mixed):
         data = agreement_data(campaign=campaign, assessors=["ann", "gpt", "llama"])
