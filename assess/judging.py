@@ -74,6 +74,11 @@ def claim_next(assignment: Assignment, *, locked: bool = False) -> AssignmentIte
         topic_id=OuterRef("topic_id"),
         doc_id=OuterRef("doc_id"),
     )
+    # Pairs the assessor already judged (through another pool's assignment, say) are never
+    # claimed by them again: the page would open a judged document as new and refuse its verdict.
+    judged = Judgment.objects.filter(
+        assessor=assessor, topic_id=OuterRef("topic_id"), doc_id=OuterRef("doc_id")
+    )
     with transaction.atomic():
         is_adaptive = adaptive.options(assignment.pool) is not None
         candidate = adaptive.claim_candidate(assignment, expired=expired) if is_adaptive else None
@@ -83,6 +88,7 @@ def claim_next(assignment: Assignment, *, locked: bool = False) -> AssignmentIte
                 .filter(pool=assignment.pool, topic__in=assignment.topics.all(), done=False)
                 .filter(Q(claimed_by__isnull=True) | Q(claimed_at__lt=expired))
                 .exclude(Exists(mine))
+                .exclude(Exists(judged))
             )
             if is_adaptive:  # pooling.adaptive chooses the documents; overlap copies stay here
                 candidates = candidates.filter(replica__gt=0)
@@ -563,12 +569,17 @@ _ASSIGNMENT_TOPICS = (
     "SELECT at.topic_id FROM assess_assignment_topics at WHERE at.assignment_id = %(assignment)s"
 )
 # A static queue: the assignment's topics, in queue order, skipping documents the assessor
-# already holds in this pool (adaptive pools serve their extra overlap copies, replica > 0,
-# this way, once the adaptive order has nothing left).
+# already holds in this pool or has judged already (through another pool, say: served again as
+# new, its verdict would be refused as stale). Adaptive pools serve their extra overlap copies,
+# replica > 0, this way, once the adaptive order has nothing left.
 _STATIC_CANDIDATES = f"""q.topic_id IN ({_ASSIGNMENT_TOPICS}) AND NOT EXISTS (
         SELECT 1 FROM assess_assignmentitem m JOIN assess_assignment ma ON ma.id = m.assignment_id
         WHERE ma.assessor_id = %(assessor)s AND ma.pool_id = %(pool)s
-          AND m.topic_id = q.topic_id AND m.doc_id = q.doc_id)"""  # noqa: S608 - fixed SQL
+          AND m.topic_id = q.topic_id AND m.doc_id = q.doc_id)
+      AND NOT EXISTS (
+        SELECT 1 FROM campaigns_judgment jj
+        WHERE jj.assessor_id = %(assessor)s AND jj.topic_id = q.topic_id
+          AND jj.doc_id = q.doc_id)"""  # noqa: S608 - fixed SQL
 # The document the adaptive order chose (pooling.adaptive.choose_from).
 _CHOSEN_CANDIDATE = "q.topic_id = %(topic)s AND q.doc_id = %(doc)s AND q.replica = 0"
 # What an adaptive pool's order reads when the assessor has nothing open (rows 't', 'r', 'q':

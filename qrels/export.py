@@ -424,7 +424,6 @@ def export_bundle(
             include_imported=include_imported,
             pool=pool,
             include_models=include_models,
-            include_adjudicated=policy == "adjudicated",
         )
     except ValueError as exc:
         raise ExportError(str(exc)) from None

@@ -327,7 +327,6 @@ def iter_campaign_qrels(
         assessors=assessors,
         pool=pool,
         include_models=include_models,
-        include_adjudicated=policy == "adjudicated",
     )
     if policy == "refuse":
         conflicts = find_conflicts(s)

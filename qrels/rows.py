@@ -68,7 +68,6 @@ class Scope:
     pools: tuple[Pool, ...] = ()  # the pooled pairs come from these (the pool, or all built)
     assessor_ids: tuple[int, ...] | None = field(default=None, compare=False)
     include_models: bool = False
-    include_adjudicated: bool = False
 
     @property
     def verdict_kinds(self) -> tuple[str, ...]:
@@ -83,12 +82,10 @@ class Scope:
 
     @property
     def kinds(self) -> tuple[str, ...]:
-        """The kinds of assessor whose labels are read: the verdicts, and under the
-        ``adjudicated`` policy the adjudicated labels (which that policy alone counts, never as
-        one verdict among others; the sidecar then lists them as such)."""
-        if self.include_adjudicated:
-            return (*self.verdict_kinds, Assessor.Kind.ADJUDICATED.value)
-        return self.verdict_kinds
+        """The kinds of assessor whose labels are read: the verdicts, and the adjudicated labels,
+        which the sidecar lists marked as such and only the ``adjudicated`` policy counts (never
+        as one verdict among others)."""
+        return (*self.verdict_kinds, Assessor.Kind.ADJUDICATED.value)
 
 
 def scope(
@@ -98,7 +95,6 @@ def scope(
     assessors: Collection[str] | None = None,
     pool: Pool | None = None,
     include_models: bool = False,
-    include_adjudicated: bool = False,
 ) -> Scope:
     """Check the options against the campaign. Raises ValueError naming an unknown assessor, an
     assessor of a kind the options leave out (a model without ``include_models``), a pool of
@@ -133,9 +129,7 @@ def scope(
         pools: tuple[Pool, ...] = (pool,)
     else:
         pools = tuple(campaign.pools.built().order_by("version"))
-    return Scope(
-        campaign, include_imported, names, pool, pools, ids, include_models, include_adjudicated
-    )
+    return Scope(campaign, include_imported, names, pool, pools, ids, include_models)
 
 
 # --- Rows ----------------------------------------------------------------------------------------

@@ -23,6 +23,21 @@ pytestmark = pytest.mark.django_db
 FORM = re.compile(r'name="(submission|version|served)" value="([^"]*)"')
 
 
+@pytest.fixture
+def half_repeated(campaign, assessor_a):
+    """Twelve documents of one topic, half of them planted again (seeded)."""
+    pool = small_campaign(campaign, topics=("301",), docs=12)
+    (assignment,) = assign(
+        campaign=campaign,
+        pool=pool,
+        user=assessor_a,
+        topics=list(campaign.topics.all()),
+        seed=2,
+        repeat_rate=0.5,
+    )
+    return assignment
+
+
 def test_planting_repeats_each_chosen_document_once_later_in_the_order():
     order = [(1, f"d{i:02d}") for i in range(20)]
     planted = repeats.plant(order, rate=0.2, rng=random.Random(5), judged=set())
@@ -155,18 +170,10 @@ def test_self_agreement_kappa_matches_scikit_learn():
     assert repeats.cohen_kappa([(1, 1), (1, 1)]) is None
 
 
-def test_a_repeat_waits_for_its_first_verdict(campaign, assessor_a):
+def test_a_repeat_waits_for_its_first_verdict(half_repeated):
     """A repeat is served only once the document's first serve is judged, even when the first
     was put off ("judge later") past the repeat's place in the order."""
-    pool = small_campaign(campaign, topics=("301",), docs=12)
-    (assignment,) = assign(
-        campaign=campaign,
-        pool=pool,
-        user=assessor_a,
-        topics=list(campaign.topics.all()),
-        seed=2,
-        repeat_rate=0.5,
-    )
+    assignment = half_repeated
     repeat = assignment.items.filter(repeat_of__isnull=False).order_by("position").first()
     first = repeat.repeat_of
     # Everything before the repeat judged except its first serve.
@@ -182,17 +189,9 @@ def test_a_repeat_waits_for_its_first_verdict(campaign, assessor_a):
 
 
 def test_a_replayed_repeat_form_records_once_and_a_reused_one_is_refused(
-    client, campaign, assessor_a
+    client, campaign, assessor_a, half_repeated
 ):
-    pool = small_campaign(campaign, topics=("301",), docs=12)
-    (assignment,) = assign(
-        campaign=campaign,
-        pool=pool,
-        user=assessor_a,
-        topics=list(campaign.topics.all()),
-        seed=2,
-        repeat_rate=0.5,
-    )
+    assignment = half_repeated
     client.force_login(assessor_a)
     from tests.factories import judge
 
@@ -235,7 +234,9 @@ def test_the_command_and_the_form_take_a_repeat_rate(campaign, assessor_a, organ
     assert 'name="repeats"' in page.content.decode()
 
 
-def test_a_repeat_verdict_costs_what_a_first_verdict_costs(client, campaign, assessor_a):
+def test_a_repeat_verdict_costs_what_a_first_verdict_costs(
+    client, campaign, assessor_a, half_repeated
+):
     """At most 5 statements counted at the connection (issue 13's budget), as any verdict:
     session, user, scope, the one-statement write, the answer's read."""
     from django.db import connection
@@ -244,15 +245,7 @@ def test_a_repeat_verdict_costs_what_a_first_verdict_costs(client, campaign, ass
         pytest.skip("The one-statement write is PostgreSQL's (CI runs it).")
     from tests.factories import judge
 
-    pool = small_campaign(campaign, topics=("301",), docs=12)
-    (assignment,) = assign(
-        campaign=campaign,
-        pool=pool,
-        user=assessor_a,
-        topics=list(campaign.topics.all()),
-        seed=2,
-        repeat_rate=0.5,
-    )
+    assignment = half_repeated
     for item in assignment.items.filter(repeat_of__isnull=True):
         judge(item, 1)
     client.force_login(assessor_a)

@@ -62,3 +62,35 @@ def test_a_choice_someone_else_claimed_is_chosen_again(two_claimers, monkeypatch
     assert not a.items.filter(topic_id=taken.topic_id, doc_id=taken.doc_id).exists()
     assert len(calls) == min(races + 1, judging.ADAPTIVE_ATTEMPTS)
     assert QueueItem.objects.get(pk=mine.queue_item_id).claimed_by_id == a.assessor_id
+
+
+@pytest.mark.parametrize("locked", [False, True], ids=["one statement", "orm"])
+def test_a_queue_never_hands_out_a_pair_its_assessor_judged_elsewhere(campaign, assessor_a, locked):
+    """A pair judged through another pool's assignment is not claimed again by the same
+    assessor: served as new, its verdict would be refused as stale (409)."""
+    from tests.factories import judge
+
+    small_campaign(campaign, topics=("301",), docs=6)
+    topics = list(campaign.topics.all())
+    (primary,) = assign(
+        campaign=campaign, pool=make_pool(campaign, depth=6), user=assessor_a, topics=topics
+    )
+    judged = set()
+    for item in primary.items.order_by("position")[:4]:
+        judge(item, 1)
+        judged.add(item.doc_id)
+    (queue,) = assign(
+        campaign=campaign,
+        pool=make_pool(campaign, depth=6),
+        user=assessor_a,
+        topics=topics,
+        mode="queue",
+    )
+    claimed = []
+    while (
+        item := claim_next(queue, locked=locked or connection.vendor != "postgresql")
+    ) is not None:
+        claimed.append(item.doc_id)
+        judge(item, 0)
+    assert len(claimed) == 2
+    assert not set(claimed) & judged
