@@ -148,16 +148,23 @@ class TestQrels:
     ):
         default = export_bundle(campaign=campaign, destination=tmp_path / "a", policy="max")
         sources = default.manifest["sources"]
-        assert sources["counted"] == ["person", "imported"]
-        assert sources["left_out"] == ["adjudicated", "model"]
+        # Adjudicated labels are in the sidecar, marked by their kind (only the adjudicated
+        # policy puts them in qrels.txt); models' only when asked for.
+        assert sources["counted"] == ["person", "imported", "adjudicated"]
+        assert sources["left_out"] == ["model"]
         assert sources["judgments"] == {
+            "adjudicated": {"assessors": 1, "judgments": 8, "verdicts": 8},
             "imported": {"assessors": 1, "judgments": 8, "verdicts": 8},
             "person": {"assessors": 2, "judgments": 16, "verdicts": 16},
         }
         assert "| `person` | people judging in Pooljudge | 2 | 16 | 16 |" in default.readme
-        assert "Left out of the qrels and the sidecar: `adjudicated`" in default.readme
+        assert "Left out of the qrels and the sidecar: `model`" in default.readme
         lines = (tmp_path / "a" / "judgments.jsonl").read_text().splitlines()
-        assert {json.loads(line)["source"] for line in lines} == {"person", "imported"}
+        assert {json.loads(line)["source"] for line in lines} == {
+            "person",
+            "imported",
+            "adjudicated",
+        }
         asked = export_bundle(
             campaign=campaign, destination=tmp_path / "b", policy="max", include_models=True
         )
@@ -170,7 +177,7 @@ class TestQrels:
         assert by_source["model"] == {"gpt", "llama"}
         assert by_source["imported"] == {"nist"}
         assert not by_source["person"] & {"ann", "ben"}
-        assert asked.manifest["sources"]["left_out"] == ["adjudicated"]
+        assert asked.manifest["sources"]["left_out"] == []
         assert asked.manifest["sources"]["qrels_lines_with_models"] == 8
         assert "`model` | a model's labels, e.g. an LLM judge's | 2 | 16 | 16 |" in asked.readme
         assert "0 lines of `qrels.txt` rest on models' labels alone, 8 more" in asked.readme
