@@ -20,10 +20,13 @@ A bundle is a directory (or one zip of it) holding:
     ``sha256sum -c SHA256SUMS`` checks every other file, campaign.json included.
 
 Everything streams: the judgments are read once, sorted by pair, from one query (COPY on
-PostgreSQL), and the qrels, the two sidecar files and the tallies behind the documentation are
-written in that single pass through buffered, hashing writers. A zip is assembled from the
-finished files and streamed to its destination, which need not be seekable (a database-backed
-writer for :class:`qrels.models.Export`, a response, a file).
+PostgreSQL) as blocks of COPY text. Each block goes to the sidecar's writer
+(:mod:`qrels.sidecar`; for a large export a second process, so that formatting the sidecar
+overlaps the rest) and to the export's pass (:mod:`qrels.export_pass`: the qrels and the tallies
+behind the documentation), all written through buffered, hashing writers
+(:mod:`qrels.hashed_files`). A zip is assembled from the finished files and streamed to its
+destination, which need not be seekable (a database-backed writer for
+:class:`qrels.models.Export`, a response, a file).
 """
 
 from __future__ import annotations
