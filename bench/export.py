@@ -21,7 +21,8 @@ best of --repeat runs:
   export dir      a subprocess running qrels.export.export_bundle into a directory (qrels.txt,
                   judgments.tsv, judgments.jsonl, README.md, campaign.json with agreement,
                   SHA256SUMS): wall time of the subprocess (interpreter and Django start-up
-                  included), the export's own time measured inside it, and its peak RSS (its VmHWM)
+                  included), the export's own time measured inside it, and its peak RSS (its VmHWM;
+                  and that of the process formatting the sidecar beside it)
   export zip      the same bundle as one zip (deflate level 6) streamed to a file
 and the ratios to the floor. Targets: export <= 3x the floor, peak RSS < 300 MB, the export
 without statistics within 1.5x of the export with them. No assertions.
@@ -34,6 +35,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -328,7 +330,19 @@ def child(out: Path, zipped: bool) -> None:
     size = result.zip_bytes if zipped else sum(f.bytes for f in result.files)
     with open("/proc/self/status") as status:
         peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
-    print(json.dumps({"seconds": seconds, "bytes": size, "peak_rss_kb": peak, **result.counts}))
+    # The sidecar's formatting process (qrels.sidecar.SidecarProcess), this child's only child.
+    sidecar = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "bytes": size,
+                "peak_rss_kb": peak,
+                "sidecar_peak_rss_kb": sidecar,
+                **result.counts,
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -406,11 +420,13 @@ def measure(target_url: str, repeat: int) -> None:
         inside = min(r[1] for r in runs)
         rss = max(r[2] for r in runs)
         report = runs[0][3]
+        sidecar_rss = max(r[3]["sidecar_peak_rss_kb"] for r in runs) / 1024
         label = "zip (deflate 6)" if zipped else "directory"
         print(
             f"export {label:16s} wall {wall:6.2f} s, export itself {inside:6.2f} s "
             f"({inside / floor:4.2f}x the floor), {report['bytes'] / 1e6:,.0f} MB written, "
-            f"peak RSS {rss:5.0f} MB; wall/floor {wall / floor:4.2f}x"
+            f"peak RSS {rss:5.0f} MB (sidecar process {sidecar_rss:3.0f} MB); "
+            f"wall/floor {wall / floor:4.2f}x"
         )
 
 

@@ -20,10 +20,13 @@ A bundle is a directory (or one zip of it) holding:
     ``sha256sum -c SHA256SUMS`` checks every other file, campaign.json included.
 
 Everything streams: the judgments are read once, sorted by pair, from one query (COPY on
-PostgreSQL), and the qrels, the two sidecar files and the tallies behind the documentation are
-written in that single pass through buffered, hashing writers. A zip is assembled from the
-finished files and streamed to its destination, which need not be seekable (a database-backed
-writer for :class:`qrels.models.Export`, a response, a file).
+PostgreSQL) as blocks of COPY text. Each block goes to the sidecar's writer
+(:mod:`qrels.sidecar`; for a large export a second process, so that formatting the sidecar
+overlaps the rest) and to the export's pass (:mod:`qrels.export_pass`: the qrels and the tallies
+behind the documentation), all written through buffered, hashing writers
+(:mod:`qrels.hashed_files`). A zip is assembled from the finished files and streamed to its
+destination, which need not be seekable (a database-backed writer for
+:class:`qrels.models.Export`, a response, a file).
 """
 
 from __future__ import annotations
@@ -31,17 +34,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import queue
 import re
 import tempfile
-import threading
 import zipfile
-from collections import Counter
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from functools import partial
-from operator import itemgetter
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -51,29 +48,29 @@ from django.utils import timezone
 
 import pooljudge
 from campaigns.models import Assessor, Campaign, Judgment, RubricVersion
-from campaigns.textfiles import MAX_ID_LENGTH
 from pooling.models import Pool, PoolEntry, Run
 from pooljudge.common import ProgressFn, neutralise, no_progress
 from qrels import agreement, sampled
-from qrels.formats import write_qrels
+from qrels.export_pass import ExportPass, QrelsWriter
+from qrels.hashed_files import Background, BundleFile, HashingStream
 from qrels.policies import (
     POLICIES,
     UNJUDGED,
     PolicyConflict,
     default_policy,
     resolver_for,
-    unjudged_label,
 )
-from qrels.rows import Scope, find_conflicts, scope, unescape, use_snapshot
+from qrels.rows import Scope, find_conflicts, scope, use_snapshot
 from qrels.sidecar import (
     ESCAPE_RULE,
-    HEADER,
     SAFETY_RULE,
     SIDECAR_COLUMNS,
     TEXT_COLUMNS,
+    SidecarProcess,
+    SidecarWriter,
     decode_cell,
-    format_rows,
-    sidecar_batches,
+    open_sidecar,
+    sidecar_blocks,
     sidecar_rows,
 )
 
@@ -81,21 +78,10 @@ FORMAT = "pooljudge-export/1"
 AGREEMENT_BOOTSTRAP = 1000
 README_TOPIC_ROWS = 200
 CHUNK_BYTES = 4 * 1024 * 1024
-SIDECAR_FLUSH_LINES = 8192
 
 
 class ExportError(ValueError):
     """The export cannot be made as asked (a sentence for the organiser); nothing was written."""
-
-
-@dataclass(frozen=True)
-class BundleFile:
-    path: str
-    sha256: str
-    bytes: int
-    lines: int
-    description: str
-    labels: dict[str, int] | None = None  # qrels files: lines per label
 
 
 @dataclass
@@ -123,222 +109,6 @@ def _iso(at: datetime | None) -> str | None:
 
 
 # --- Writers -------------------------------------------------------------------------------------
-
-
-class _Background:
-    """Hashing and file writes, in order, on one thread beside the main loop: hashlib and file
-    writes release the GIL, so they run while the next rows are formatted. At most ``depth``
-    blocks wait, so memory stays bounded."""
-
-    def __init__(self, depth: int = 8):
-        self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=depth)
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="export-writer", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            task = self._queue.get()
-            try:
-                if task is None:
-                    return
-                if self._error is None:
-                    task()
-            except BaseException as exc:  # reported by the next submit or drain
-                self._error = exc
-            finally:
-                self._queue.task_done()
-
-    def submit(self, task: Callable[[], None]) -> None:
-        self._raise()
-        self._queue.put(task)
-
-    def drain(self) -> None:
-        """Wait until everything submitted is done; raise what failed."""
-        self._queue.join()
-        self._raise()
-
-    def stop(self) -> None:
-        self._queue.put(None)
-        self._thread.join()
-
-    def _raise(self) -> None:
-        if self._error is not None:
-            raise self._error
-
-
-class _HashedFile:
-    """A UTF-8 text file written through a buffer, hashed and counted as it goes.
-
-    With ``lines`` each ``write`` is one line given without its newline (the buffer is joined
-    with newlines); otherwise ``write`` takes text with its newlines, one line per call.
-    ``keep_open=False`` reopens the file for each flush, for the many small per-assessor files
-    (no file-descriptor limit to meet). With ``background``, hashing and writing happen there.
-    """
-
-    def __init__(
-        self,
-        path: Path,
-        *,
-        flush_lines: int = SIDECAR_FLUSH_LINES,
-        keep_open: bool = True,
-        lines: bool = False,
-        background: _Background | None = None,
-    ):
-        self.path = path
-        self.lines = 0
-        self.bytes = 0
-        self._parts: list[str] = []
-        self._flush_lines = flush_lines
-        self._digest = hashlib.sha256()
-        self._separator = "\n" if lines else ""
-        self._background = background
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: BinaryIO | None = open(path, "wb") if keep_open else None  # noqa: SIM115
-        if not keep_open:
-            path.write_bytes(b"")
-
-    def write(self, line: str) -> None:
-        self._parts.append(line)
-        if len(self._parts) >= self._flush_lines:
-            self.flush()
-
-    @property
-    def append(self) -> Callable[[str], None]:
-        """The buffer's own ``append``, for hot loops that call :meth:`flush` themselves."""
-        return self._parts.append
-
-    def extend(self, parts: list[str]) -> None:
-        self._parts.extend(parts)
-        if len(self._parts) >= self._flush_lines:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self._parts:
-            return
-        data = (self._separator.join(self._parts) + self._separator).encode()
-        self.lines += len(self._parts)
-        self._parts.clear()  # in place: the bound append stays valid
-        self.bytes += len(data)
-        if self._background is not None:
-            self._background.submit(partial(self._store, data))
-        else:
-            self._store(data)
-
-    def _store(self, data: bytes) -> None:
-        self._digest.update(data)
-        if self._file is not None:
-            self._file.write(data)
-        else:
-            with open(self.path, "ab") as handle:
-                handle.write(data)
-
-    def close(self, root: Path, description: str, labels=None) -> BundleFile:
-        self.flush()
-        if self._background is not None:
-            self._background.drain()
-        if self._file is not None:
-            self._file.close()
-        return BundleFile(
-            path=self.path.relative_to(root).as_posix(),
-            sha256=self._digest.hexdigest(),
-            bytes=self.bytes,
-            lines=self.lines,
-            description=description,
-            labels=labels,
-        )
-
-
-class _QrelsWriter:
-    """Qrels lines into a hashed file, counting lines per label, every id checked as
-    :func:`qrels.formats.write_qrels` checks it. Callers append (topic id, doc id, label) to
-    ``rows`` (or call :meth:`add`) and flush now and then."""
-
-    def __init__(
-        self,
-        path: Path,
-        *,
-        keep_open: bool = True,
-        flush_lines: int = 8192,
-        background: _Background | None = None,
-    ):
-        self.file = _HashedFile(
-            path, keep_open=keep_open, flush_lines=flush_lines, background=background
-        )
-        self.labels: Counter[int] = Counter()
-        self.rows: list[tuple[str, str, int]] = []
-        self._flush_rows = flush_lines
-
-    def add(self, topic_id: str, doc_id: str, label: int) -> None:
-        self.rows.append((topic_id, doc_id, label))
-        if len(self.rows) >= self._flush_rows:
-            self.flush()
-
-    def flush(self) -> None:
-        rows = self.rows
-        if not rows:
-            return
-        self.labels.update(map(itemgetter(2), rows))
-        lines = [f"{topic_id} 0 {doc_id} {label}\n" for topic_id, doc_id, label in rows]
-        if not _plainly_valid(lines, rows):
-            out = _Lines()
-            write_qrels(rows, out)  # raises ValueError naming the id that would not read back
-            lines = out.parts
-        self.file.extend(lines)
-        rows.clear()
-
-    def close(self, root: Path, description: str) -> BundleFile:
-        self.flush()
-        labels = {str(label): self.labels[label] for label in sorted(self.labels)}
-        return self.file.close(root, description, labels)
-
-
-def _plainly_valid(lines: list[str], rows: list[tuple[str, str, int]]) -> bool:
-    """Whether every id of ``rows`` (written as ``lines``) passes
-    :func:`campaigns.textfiles.check_id` for certain, checked on the whole block at once: no
-    id is empty (no line starts with a space, no two spaces meet) or longer than
-    MAX_ID_LENGTH, and no id holds a space, a newline or anything else unprintable. When not,
-    :func:`qrels.formats.write_qrels` checks the ids one by one (and names the bad one)."""
-    text = "".join(lines)
-    n = len(rows)
-    return (
-        text.count("\n") == n
-        and text.count(" ") == 3 * n
-        and "  " not in text
-        and "\n " not in text
-        and not text.startswith(" ")
-        and text.replace("\n", "").isprintable()
-        and max(map(len, map(itemgetter(0), rows))) <= MAX_ID_LENGTH
-        and max(map(len, map(itemgetter(1), rows))) <= MAX_ID_LENGTH
-    )
-
-
-class _Lines:
-    """A text stream that only collects what is written (``write`` is a list's append)."""
-
-    def __init__(self):
-        self.parts: list[str] = []
-        self.write = self.parts.append
-
-
-class _HashingStream:
-    """A write-only, non-seekable wrapper counting and hashing what passes to ``target``."""
-
-    def __init__(self, target: BinaryIO):
-        self.target = target
-        self.size = 0
-        self.digest = hashlib.sha256()
-
-    def write(self, data: bytes) -> int:
-        self.digest.update(data)
-        self.size += len(data)
-        self.target.write(data)
-        return len(data)
-
-    def flush(self) -> None:
-        flush = getattr(self.target, "flush", None)
-        if flush is not None:
-            flush()
 
 
 # --- The bundle ----------------------------------------------------------------------------------
@@ -373,16 +143,6 @@ def _judgment_count(s: Scope) -> int:
             )
         )
     return judgments.count()
-
-
-def _file_name_for(name: str, taken: set[str]) -> str:
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "assessor"
-    candidate, n = stem, 1
-    while candidate.lower() in taken:
-        n += 1
-        candidate = f"{stem}-{n}"
-    taken.add(candidate.lower())
-    return candidate
 
 
 def export_bundle(
@@ -455,7 +215,7 @@ def export_bundle(
     with tempfile.TemporaryDirectory(prefix="pooljudge-export-") as tmp:
         result = _write_files(Path(tmp), s, options, name, exported_at, progress)
         progress(result.counts["judgments"], result.counts["judgments"], "zipping")
-        stream = _HashingStream(destination)  # type: ignore[arg-type]
+        stream = HashingStream(destination)  # type: ignore[arg-type]
         stamp = exported_at.timestamp()
         with zipfile.ZipFile(
             stream, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=compresslevel
@@ -480,14 +240,11 @@ def _write_files(
 ) -> ExportResult:
     total = _judgment_count(s)
     progress(0, total, "reading judgments")
-    background = _Background()
+    background = Background()
     try:
         return _write_bundle(root, s, options, name, exported_at, progress, total, background)
     finally:
         background.stop()
-
-
-_HEAD = itemgetter(0, 1, 2, 3, 4, 5, 6, 7)  # a SidecarRow's JudgmentRow fields
 
 
 def _write_bundle(
@@ -498,156 +255,68 @@ def _write_bundle(
     exported_at: datetime,
     progress: ProgressFn,
     total: int,
-    background: _Background,
+    background: Background,
+) -> ExportResult:
+    sidecar = open_sidecar(root, background, total)
+    try:
+        return _write_rows_and_documentation(
+            root, s, options, name, exported_at, progress, total, background, sidecar
+        )
+    except BaseException:
+        sidecar.abort()
+        raise
+
+
+def _write_rows_and_documentation(
+    root: Path,
+    s: Scope,
+    options: ExportOptions,
+    name: str,
+    exported_at: datetime,
+    progress: ProgressFn,
+    total: int,
+    background: Background,
+    sidecar: SidecarWriter | SidecarProcess,
 ) -> ExportResult:
     campaign = s.campaign
-    tsv = _HashedFile(root / "judgments.tsv", lines=True, background=background)
-    jsonl = _HashedFile(root / "judgments.jsonl", lines=True, background=background)
-    tsv.write(HEADER)
-
-    # Tallies for the documentation, all small: per topic and per assessor, never per pair.
-    verdicts_by_topic: dict[str, dict[int, int]] = {}
-    tallies: dict[str, list[int]] = {}  # topic -> [judged, judged in pool, marked unjudged]
-    by_assessor: dict[str, list] = {}  # display name -> [assessor id, rows, verdicts]
-    per_assessor_files: dict[str, _QrelsWriter] = {}
-    taken_names: set[str] = set()
-    threshold = campaign.relevance_threshold
-    done = 0
-
-    batches = sidecar_batches(
+    blocks = sidecar_blocks(
         s,
         usernames=options.usernames,
         pooled_unjudged=options.unjudged == "-1" and not options.per_assessor,
     )
-    qrels = (
-        None if options.per_assessor else _QrelsWriter(root / "qrels.txt", background=background)
-    )
-    resolver = resolver_for(s, options.policy, binary=options.binary)
-    adjudicated = resolver.adjudicated
-    write_unjudged = options.unjudged == "-1"
-    # People's verdicts on pairs two or more people judged, for the agreement figures.
-    overlap: dict[str, dict[tuple[str, str], int]] = {}
-    people = {
-        str(pk): name if options.usernames else pseudonym
-        for pk, name, pseudonym in Assessor.objects.filter(
-            campaign=campaign, kind=Assessor.Kind.PERSON
-        ).values_list("pk", "name", "pseudonym")
-    }
-    # With models' labels asked for: how many qrels lines rest on them alone, or in part.
-    models = (
-        {
+    qrels = None if options.per_assessor else QrelsWriter(root / "qrels.txt", background=background)
+    rows = ExportPass(
+        root=root,
+        qrels=qrels,
+        resolver=resolver_for(s, options.policy, binary=options.binary),
+        people={
+            str(pk): name if options.usernames else pseudonym
+            for pk, name, pseudonym in Assessor.objects.filter(
+                campaign=campaign, kind=Assessor.Kind.PERSON
+            ).values_list("pk", "name", "pseudonym")
+        },
+        # With models' labels asked for: how many qrels lines rest on them alone, or in part.
+        models={
             str(pk)
             for pk in Assessor.objects.filter(
                 campaign=campaign, kind=Assessor.Kind.MODEL
             ).values_list("pk", flat=True)
         }
         if s.include_models
-        else set()
+        else set(),
+        write_unjudged=options.unjudged == "-1",
+        per_assessor=options.per_assessor,
+        binary=options.binary,
+        threshold=campaign.relevance_threshold,
     )
-    from_models = [0, 0]  # qrels lines from models' labels only, from models' and others'
-
-    # One pass over the rows, sorted by pair (a pair's rows are consecutive): each row goes to
-    # the sidecar and the tallies as it comes; each pair, once its rows are in, to the qrels.
-    # (qrels.policies.iter_pairs does the grouping alone; here it is inlined, a hot loop.)
-    pair_topic = pair_doc = None
-    verdicts: list = []
-    negatives: list[int] = []
-    pooled = False
-    qrels_rows = qrels.rows if qrels is not None else None
-    tally = [0, 0, 0]  # the current topic's judged, judged in pool, marked unjudged pairs
-
-    def finish_pair(
-        pair_topic: str,
-        pair_doc: str,
-        verdicts: list,
-        negatives: list[int],
-        pooled: bool,
-        tally: list[int],
-    ) -> None:
-        topic_id = unescape(pair_topic) if "\\" in pair_topic else pair_topic
-        doc_id = unescape(pair_doc) if "\\" in pair_doc else pair_doc
-        label = None
-        if verdicts:
-            # Per-assessor files need no policy (and refuse must not run on them).
-            label = resolver(topic_id, verdicts) if qrels_rows is not None else verdicts[0][1]
-        if label is not None:
-            tally[0] += 1
-            if pooled:
-                tally[1] += 1
-            if len(verdicts) > 1:
-                by_people = [v for v in verdicts if v[0] in people]
-                if len(by_people) > 1:
-                    pair = (topic_id, doc_id)
-                    for v in by_people:
-                        overlap.setdefault(people[v[0]], {})[pair] = v[1]
-            if qrels_rows is not None:
-                qrels_rows.append((topic_id, doc_id, label))
-                if models:
-                    by_models = sum(1 for v in verdicts if v[0] in models)
-                    if by_models:
-                        from_models[by_models < len(verdicts)] += 1
-        else:
-            if negatives:
-                tally[2] += 1
-            # An imported negative label is written as it came; a pooled pair nobody labelled
-            # only when unjudged pairs are asked for (qrels.policies, "Negative labels").
-            if qrels_rows is not None and (negatives or (write_unjudged and pooled)):
-                qrels_rows.append((topic_id, doc_id, unjudged_label(negatives)))
-
-    per_assessor = options.per_assessor
-    counts: dict[int, int] = {}
-    for batch in batches:
-        tsv_lines, json_lines = format_rows(batch)
-        tsv.extend(tsv_lines)
-        jsonl.extend(json_lines)
-        for topic, doc, label_text, assessor_id, pseudonym, first, pool, who in map(_HEAD, batch):
-            if doc != pair_doc or topic != pair_topic:
-                if pair_topic is not None:
-                    finish_pair(pair_topic, pair_doc, verdicts, negatives, pooled, tally)
-                if topic != pair_topic:
-                    topic_key = unescape(topic)
-                    counts = verdicts_by_topic.setdefault(topic_key, {})
-                    tally = tallies.setdefault(topic_key, [0, 0, 0])
-                pair_topic, pair_doc = topic, doc
-                verdicts, negatives, pooled = [], [], False
-            if pool:
-                pooled = True
-            if not label_text:  # a pooled pair nobody judged: no judgment, no sidecar row
-                continue
-            label = int(label_text)
-            # An adjudicated label settles others' verdicts: it is no label of its own in the
-            # topic's distribution, and no assessor's file (the sidecar lists it, by its kind).
-            settled = assessor_id in adjudicated
-            if not settled:
-                counts[label] = counts.get(label, 0) + 1
-            counted = by_assessor.get(who)
-            if counted is None:
-                counted = by_assessor[who] = [assessor_id, 0, 0]
-            counted[1] += 1
-            if label >= 0:
-                counted[2] += 1
-                verdicts.append((assessor_id, label, first, pseudonym))
-            else:
-                negatives.append(label)
-            if per_assessor and not settled:
-                writer = per_assessor_files.get(who)
-                if writer is None:
-                    file_name = _file_name_for(unescape(who), taken_names)
-                    writer = per_assessor_files[who] = _QrelsWriter(
-                        root / "qrels" / f"{file_name}.txt", keep_open=False, flush_lines=1024
-                    )
-                if options.binary and label >= 0:
-                    label = 1 if label >= threshold else 0
-                writer.add(unescape(topic), unescape(doc), label)
-        done += len(tsv_lines)
-        if qrels is not None:
-            qrels.flush()
-        progress(done, total, "writing qrels and sidecar")
-    if pair_topic is not None:
-        finish_pair(pair_topic, pair_doc, verdicts, negatives, pooled, tally)
-    judged = {topic: t[0] for topic, t in tallies.items() if t[0]}
-    judged_in_pool = {topic: t[1] for topic, t in tallies.items() if t[1]}
-    marked_unjudged = {topic: t[2] for topic, t in tallies.items() if t[2]}
+    # One pass over the rows, sorted by pair: each block goes to the sidecar's writer (maybe
+    # in another process) and to the qrels and the tallies.
+    for block in blocks:
+        sidecar.feed(block)
+        rows.feed(block.decode())
+        progress(rows.done, total, "writing qrels and sidecar")
+    rows.finish()
+    done = rows.done
     progress(done, total, "writing documentation")
 
     files: list[BundleFile] = []
@@ -655,11 +324,10 @@ def _write_bundle(
         files.append(
             qrels.close(root, "Qrels, four fields: topic 0 docid label (one label per pair).")
         )
-    for display in sorted(per_assessor_files, key=lambda d: per_assessor_files[d].file.path.name):
-        writer = per_assessor_files[display]
-        files.append(writer.close(root, f"Qrels of assessor {unescape(display)} alone."))
-    files.append(tsv.close(root, "Sidecar: one row per assessor judgment (TSV with a header)."))
-    files.append(jsonl.close(root, "Sidecar: the same rows as JSON Lines."))
+    files += rows.qrels_files(lambda display: f"Qrels of assessor {display} alone.")
+    # The agreement figures (a bootstrap) while the sidecar's process may still be writing.
+    agreement_figures = _agreement(s, rows.overlap)
+    files += sidecar.close()
     if qrels is not None and s.pool is not None and s.pool.strategy == Pool.Strategy.SAMPLE:
         files += _sample_eval_files(root, s.pool)
 
@@ -669,13 +337,13 @@ def _write_bundle(
         name=name,
         exported_at=exported_at,
         files=files,
-        verdicts_by_topic=verdicts_by_topic,
-        judged=judged,
-        judged_in_pool=judged_in_pool,
-        marked_unjudged=marked_unjudged,
-        by_assessor={unescape(d): v for d, v in by_assessor.items()},
-        overlap=overlap,
-        from_models=from_models if qrels is not None else None,
+        verdicts_by_topic=rows.verdicts_by_topic(),
+        judged=rows.per_topic(rows.judged),
+        judged_in_pool=rows.per_topic(rows.judged_in_pool),
+        marked_unjudged=rows.per_topic(rows.marked_unjudged),
+        by_assessor=rows.by_assessor(),
+        agreement_figures=agreement_figures,
+        from_models=rows.from_models if qrels is not None else None,
     )
     readme = render_readme(manifest)
     readme_bytes = readme.encode()
@@ -704,7 +372,7 @@ def _write_bundle(
     counts = {
         "judgments": done,
         "qrels_lines": files[0].lines if qrels is not None else 0,
-        "assessors": len(by_assessor),
+        "assessors": len(rows.rows_by),
         "files": len(files) + 1,
     }
     return ExportResult(
@@ -977,7 +645,7 @@ def _manifest(
     judged_in_pool: dict[str, int],
     marked_unjudged: dict[str, int],
     by_assessor: dict[str, list],
-    overlap: dict[str, dict[tuple[str, str], int]],
+    agreement_figures: dict[str, Any] | None,
     from_models: list[int] | None = None,
 ) -> dict[str, Any]:
     campaign = s.campaign
@@ -1108,7 +776,7 @@ def _manifest(
         },
         "topics": topics,
         "totals": totals,
-        "agreement": _agreement(s, overlap),
+        "agreement": agreement_figures,
         "sidecar": {
             "files": ["judgments.tsv", "judgments.jsonl"],
             "columns": list(SIDECAR_COLUMNS),

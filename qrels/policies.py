@@ -81,8 +81,8 @@ from typing import Literal
 from assess.models import Assignment
 from campaigns.models import Assessor, Campaign
 from pooling.models import Pool
+from qrels.copytext import NULL, sortable_timestamp, unescape
 from qrels.rows import (
-    NULL,
     Conflict,
     JudgmentRow,
     Scope,
@@ -90,8 +90,6 @@ from qrels.rows import (
     judgment_rows,
     primary_assessors,
     scope,
-    sortable_timestamp,
-    unescape,
 )
 
 POLICIES = ("primary", "majority", "max", "min", "mean", "first", "refuse", "adjudicated")

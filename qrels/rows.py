@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC
 from functools import partial
 from typing import NamedTuple
 
@@ -33,14 +32,10 @@ from django.db import connection
 from assess.models import Assignment
 from campaigns.models import Assessor, Campaign, Judgment, Topic
 from pooling.models import Pool, PoolEntry
+from qrels.copytext import as_flag, as_float, as_int, as_text, as_timestamp
 
-NULL = ""
 FETCH_ROWS = 4096  # rows per cursor fetch (the portable path)
 COPY_ROWS = 4096  # COPY messages joined and split at once (the PostgreSQL path)
-COPY_ESCAPES = str.maketrans(
-    {"\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
-)
-_UNESCAPES = {"\\": "\\", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 
 
 def postgresql_fast_path() -> bool:
@@ -174,79 +169,6 @@ class SidecarRow(NamedTuple):
     unreadable: str
     unsure: str
     note: str
-
-
-def unescape(text: str) -> str:
-    """Undo COPY-text escaping (``\\\\ \\t \\n \\r \\b \\f \\v``)."""
-    if "\\" not in text:
-        return text
-    out = []
-    chars = iter(text)
-    for char in chars:
-        if char == "\\":
-            following = next(chars, "")
-            out.append(_UNESCAPES.get(following, following))
-        else:
-            out.append(char)
-    return "".join(out)
-
-
-# Converters: a value read through a cursor as the COPY text PostgreSQL would have sent.
-
-
-def as_text(value) -> str:
-    return NULL if value is None else str(value).translate(COPY_ESCAPES)
-
-
-def as_int(value) -> str:
-    return NULL if value is None else str(value)
-
-
-def pg_float(value: float) -> str:
-    """A float as PostgreSQL writes it: the shortest text that reads back to the same value,
-    without a trailing ``.0``; NaN and Infinity spelled its way."""
-    if value != value:
-        return "NaN"
-    if value in (float("inf"), float("-inf")):
-        return "Infinity" if value > 0 else "-Infinity"
-    text = repr(value)
-    return text[:-2] if text.endswith(".0") else text
-
-
-def as_float(value) -> str:
-    return NULL if value is None else pg_float(float(value))
-
-
-def as_flag(value) -> str:
-    return NULL if value is None else ("t" if value else "f")
-
-
-def as_timestamp(value) -> str:
-    """A timestamp read through a cursor (SQLite's stored text, or a datetime) as PostgreSQL
-    writes a timestamptz in UTC: ``2025-03-01 09:00:00.25+00``."""
-    if value is None:
-        return NULL
-    if not isinstance(value, str):  # a datetime (PostgreSQL, or a SQLite converter)
-        if value.tzinfo is not None:
-            value = value.astimezone(UTC).replace(tzinfo=None)
-        value = str(value)
-    text = value[:26].replace("T", " ")
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return text + "+00"
-
-
-def iso_timestamp(text: str) -> str:
-    """A row's timestamp as ISO 8601 with Z: ``2025-03-01T09:00:00.25Z``."""
-    return text[:10] + "T" + text[11:-3] + "Z"
-
-
-def sortable_timestamp(text: str) -> str:
-    """A row's timestamp with all six fraction digits, so that text order is time order."""
-    text = text[:-3]
-    if "." not in text:
-        return text + ".000000"
-    return text.ljust(26, "0")
 
 
 _JUDGMENT_CONVERTERS = (as_text, as_text, as_int, as_int, as_text, as_timestamp, as_int, as_text)
@@ -457,6 +379,54 @@ def sidecar_row_batches(
     return read_batches(sql, params, SidecarRow, _SIDECAR_CONVERTERS, use_copy=use_copy)
 
 
+def sidecar_row_blocks(
+    s: Scope,
+    *,
+    usernames: bool = False,
+    pooled_unjudged: bool = False,
+    use_copy: bool | None = None,
+) -> Iterator[bytes]:
+    """The rows of :func:`sidecar_row_batches` as blocks of COPY text (see :func:`read_blocks`),
+    what the export streams: each block is parsed once for the qrels and formatted once for the
+    sidecar, possibly in another process (:mod:`qrels.sidecar`)."""
+    sql, params = judgment_rows_sql(
+        s, usernames=usernames, pooled_unjudged=pooled_unjudged, sidecar=True
+    )
+    return read_blocks(sql, params, _SIDECAR_CONVERTERS, use_copy=use_copy)
+
+
+def read_blocks(
+    sql: str,
+    params: Sequence,
+    converters: Sequence[Callable[[object], str]],
+    *,
+    use_copy: bool | None = None,
+) -> Iterator[bytes]:
+    """The rows of ``sql`` as UTF-8 blocks of COPY text, a few thousand whole lines each (every
+    line ends with a newline; a row's values are separated by tabs).
+
+    On PostgreSQL through ``COPY (sql) TO STDOUT``: the server writes each value as text and
+    its messages (one line each) are joined, nothing is parsed. Elsewhere (or with
+    ``use_copy=False``) a cursor is read and ``converters`` (one per column) make the same
+    text."""
+    if use_copy is None:
+        use_copy = postgresql_fast_path()
+    if use_copy:
+        yield from _copy_blocks(sql, params)
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        while batch := cursor.fetchmany(FETCH_ROWS):
+            lines = [
+                "\t".join(
+                    [convert(value) for convert, value in zip(converters, values, strict=True)]
+                )
+                for values in batch
+            ]
+            lines.append("")
+            yield "\n".join(lines).encode()
+
+
 def read_batches(
     sql: str,
     params: Sequence,
@@ -465,48 +435,30 @@ def read_batches(
     *,
     use_copy: bool | None = None,
 ) -> Iterator[list]:
-    """The rows of ``sql`` as ``row`` tuples of COPY text, a few thousand at a time.
-
-    On PostgreSQL through ``COPY (sql) TO STDOUT``: the server writes each value as text and
-    each line is split on its tabs, nothing else is parsed. Elsewhere (or with
-    ``use_copy=False``) a cursor is read and ``converters`` (one per column) make the same
-    text."""
+    """The rows of ``sql`` (:func:`read_blocks`) as ``row`` tuples of COPY text, a few thousand
+    at a time."""
     make = partial(tuple.__new__, row)  # what row._make does, one call less per row
-    if use_copy is None:
-        use_copy = postgresql_fast_path()
-    if use_copy:
-        yield from _copy_batches(sql, params, make)
-        return
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        while batch := cursor.fetchmany(FETCH_ROWS):
-            yield [
-                make([convert(value) for convert, value in zip(converters, values, strict=True)])
-                for values in batch
-            ]
+    for block in read_blocks(sql, params, converters, use_copy=use_copy):
+        yield [make(line.split("\t")) for line in block.decode()[:-1].split("\n")]
 
 
-def _copy_batches(sql: str, params: Sequence, make: Callable) -> Iterator[list]:
+def _copy_blocks(sql: str, params: Sequence) -> Iterator[bytes]:
     """PostgreSQL's fast path: one COPY, its messages (one line each) read through psycopg's
-    ``Copy`` iterator, joined and split ``COPY_ROWS`` lines at a time."""
+    ``Copy`` iterator and joined ``COPY_ROWS`` at a time."""
     connection.ensure_connection()
     with (
         connection.cursor() as cursor,
         cursor.cursor.copy(f"COPY ({sql}) TO STDOUT (NULL '')", params) as copy,
     ):
         parts: list = []
+        append = parts.append
         for data in copy:
-            parts.append(data)
+            append(data)
             if len(parts) >= COPY_ROWS:
-                yield _split(parts, make)
-                parts = []
+                yield b"".join(parts)
+                parts.clear()
         if parts:
-            yield _split(parts, make)
-
-
-def _split(parts: list, make: Callable) -> list:
-    text = b"".join(parts).decode()
-    return [make(line.split("\t")) for line in text[:-1].split("\n")]
+            yield b"".join(parts)
 
 
 # --- Other reads ---------------------------------------------------------------------------------

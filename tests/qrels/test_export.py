@@ -687,3 +687,46 @@ def test_the_planner_settings_of_the_export_query_are_restored(campaign, judged,
     before = current("enable_nestloop"), current("work_mem")
     export_bundle(campaign=campaign, destination=tmp_path)
     assert (current("enable_nestloop"), current("work_mem")) == before
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"unjudged": "-1", "policy": "first"},
+        {"per_assessor": True, "binary": True},
+        {"policy": "max", "usernames": True, "binary": True},
+    ],
+)
+def test_a_sidecar_process_and_small_blocks_write_the_same_bytes(
+    campaign, judged, tmp_path, monkeypatch, options
+):
+    """A large export formats the sidecar in a second process and reads its rows a block at a
+    time, a pair's rows possibly in two blocks: the bundle's bytes depend on neither."""
+    import qrels.rows
+    import qrels.sidecar
+
+    now = T0 + timedelta(days=1)
+    export_bundle(campaign=campaign, destination=tmp_path / "plain", now=now, **options)
+    started = []
+    start = qrels.sidecar.SidecarProcess.__init__
+
+    def spy(self, root):
+        started.append(root)
+        start(self, root)
+
+    monkeypatch.setattr(qrels.sidecar.SidecarProcess, "__init__", spy)
+    monkeypatch.setattr(qrels.sidecar, "SIDECAR_PROCESS_MIN_ROWS", 0)
+    monkeypatch.setattr(qrels.rows, "COPY_ROWS", 2)
+    monkeypatch.setattr(qrels.rows, "FETCH_ROWS", 2)
+    export_bundle(campaign=campaign, destination=tmp_path / "split", now=now, **options)
+    plain = sorted(p.relative_to(tmp_path / "plain") for p in (tmp_path / "plain").rglob("*"))
+    split = sorted(p.relative_to(tmp_path / "split") for p in (tmp_path / "split").rglob("*"))
+    assert started
+    assert plain == split
+    assert "judgments.jsonl" in {p.name for p in plain}
+    for path in plain:
+        if (tmp_path / "plain" / path).is_file():
+            assert (tmp_path / "split" / path).read_bytes() == (
+                tmp_path / "plain" / path
+            ).read_bytes(), path
