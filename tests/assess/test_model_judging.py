@@ -25,7 +25,8 @@ DOCS = {
     "d06": "BUSY-2-d06",
     "d07": "DOWN-d07",
 }
-FAST = Execution(concurrency=3, per_minute=0, timeout=0.3, retries=2, backoff=0.01)
+# A timeout well above an answer's time on a loaded machine, well below the slow answer's.
+FAST = Execution(concurrency=3, per_minute=0, timeout=1.5, retries=2, backoff=0.01)
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def pool(campaign):
 
 @pytest.fixture
 def server():
-    with FakeModel(slow=1.0) as fake:
+    with FakeModel(slow=3.0) as fake:
         yield fake
 
 
@@ -82,7 +83,7 @@ def test_the_job_labels_what_it_can_and_says_why_not_for_the_rest(campaign, pool
     assert got["d03"].label is None
     assert "not a single number" in got["d03"].error
     assert "no message content" in got["d04"].error
-    assert got["d05"].error == "no answer within 0.3 s (after 3 tries)"
+    assert got["d05"].error == "no answer within 1.5 s (after 3 tries)"
     assert (got["d07"].http_status, got["d07"].error) == (503, "HTTP 503 (after 3 tries)")
     assert got["d06"].tries == 3  # two 429s, then the answer
     assert server.hits["BUSY-2-d06"] == 3
@@ -213,7 +214,7 @@ def test_the_command_runs_the_job_and_prints_the_summary(campaign, pool, server,
         "--model",
         "m",
         "--timeout",
-        "0.3",
+        "1.5",
         "--retries",
         "0",
         "--rate",
@@ -294,7 +295,7 @@ def _form(server, pool, **changes) -> dict:
         "max_tokens": "8",
         "concurrency": "3",
         "per_minute": "0",
-        "timeout": "0.3",
+        "timeout": "1.5",
         "retries": "2",
         "price_prompt": "1",
         "price_completion": "0",
