@@ -169,6 +169,96 @@ class Skip(models.Model):
         return f"skip of item {self.item_id} at {self.skipped_at:%Y-%m-%d %H:%M}"
 
 
+class ModelConfig(models.Model):
+    """A model judge's frozen configuration: everything that decides what it is asked and how its
+    answer is read. A configuration is never edited: a change is a new configuration with a new
+    model assessor (``assess.model_judging.model_config``), so every label says which
+    configuration made it. The API key is not here, only the NAME of the environment variable
+    the worker reads it from."""
+
+    class LabelRule(models.TextChoices):
+        EXACT = "exact", "The whole answer is a label's number"
+        ONLY_INTEGER = "only-integer", "The answer holds exactly one integer"
+        JSON = "json", 'A JSON object with an integer "label"'
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="model_configs")
+    assessor = models.OneToOneField(Assessor, on_delete=models.PROTECT, related_name="model_config")
+    # The rubric whose labels the prompt lists (and whose version its judgments carry).
+    rubric_version = models.ForeignKey(
+        "campaigns.RubricVersion", on_delete=models.PROTECT, related_name="+"
+    )
+    endpoint = models.CharField(max_length=500)
+    model = models.CharField(max_length=200)
+    prompt_template = models.TextField()
+    prompt_sha256 = models.CharField(max_length=64)
+    temperature = models.FloatField()
+    seed = models.BigIntegerField(null=True, blank=True)
+    max_tokens = models.PositiveIntegerField()
+    label_rule = models.CharField(max_length=20, choices=LabelRule.choices)
+    logprobs = models.BooleanField(default=False)
+    api_key_env = models.CharField(max_length=100, blank=True)
+    # sha256 of every field above (canonical JSON): the configuration's identity.
+    fingerprint = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["campaign", "created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["campaign", "fingerprint"], name="model_config_fingerprint_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} @ {self.endpoint} ({self.fingerprint[:8]})"
+
+
+class ModelCall(models.Model):
+    """One (configuration, topic, document) call: written (status ``sent``) and committed before
+    the request leaves, completed after. The unique pair makes the job idempotent: a pair whose
+    call has an answer is never asked again, and a ``sent`` row found by a later attempt (its
+    worker died mid-call, the call may have been paid) becomes ``interrupted`` and is not
+    re-sent unless an organiser asks for it."""
+
+    class Status(models.TextChoices):
+        SENT = "sent", "Sent, no answer yet"
+        LABELLED = "labelled", "Labelled"
+        UNPARSEABLE = "unparseable", "Answered, no label in the answer"
+        FAILED = "failed", "Failed (no answer after retries)"
+        INTERRUPTED = "interrupted", "Interrupted (worker lost mid-call)"
+
+    config = models.ForeignKey(ModelConfig, on_delete=models.PROTECT, related_name="calls")
+    topic = models.ForeignKey(Topic, on_delete=models.PROTECT, related_name="+")
+    doc_id = models.CharField(max_length=ID_MAX_LENGTH)
+    status = models.CharField(max_length=20, choices=Status.choices)
+    job = models.ForeignKey(
+        "campaigns.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    tries = models.PositiveIntegerField(default=0)  # HTTP requests made, retries included
+    http_status = models.PositiveIntegerField(null=True, blank=True)
+    response = models.TextField(blank=True)  # the raw body of the last answer
+    label = models.IntegerField(null=True, blank=True)
+    # {"0": p, "1": p, ...} from the endpoint's logprobs, when it sent them.
+    probabilities = models.JSONField(null=True, blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    sent_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    seconds = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["config", "topic", "doc_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["config", "topic", "doc_id"], name="model_call_pair_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.topic_id} {self.doc_id} {self.status}"
+
+
 class RepeatVerdict(models.Model):
     """An assessor's verdict on a planted repeat: the same document served again later in their
     order, unannounced. Kept apart from judgments: it is never a revision, never in qrels, and

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from assess import flow_views, grid_views, organiser, views
+from assess import flow_views, grid_views, model_views, organiser, views
 
 app_name = "assess"
 
@@ -27,6 +27,7 @@ urlpatterns += [
 urlpatterns += [
     path("<slug:slug>/assessors/", organiser.assessors, name="assessors"),
     path("<slug:slug>/assessors/create/", organiser.assessor_create, name="assessor_create"),
+    path("<slug:slug>/assessors/models/", model_views.model_judges, name="model_judges"),
     path("<slug:slug>/assessors/add/", organiser.member_add, name="member_add"),
     path(
         "<slug:slug>/assessors/<int:pk>/password-link/",

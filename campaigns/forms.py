@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django import forms
 
-from campaigns.models import RESERVED_KEYS, Campaign, LabelSpec, validate_scale
+from campaigns.models import RESERVED_KEYS, Assessor, Campaign, LabelSpec, validate_scale
 from campaigns.scales import SCALES
 
 
@@ -153,6 +153,18 @@ class ImportForm(forms.Form):
                 max_length=150,
                 label="Source of these judgments",
                 help_text="A name for the origin, e.g. NIST-round1; not a login.",
+            )
+        if "kind" in options:
+            self.fields["kind"] = forms.ChoiceField(
+                choices=[
+                    (Assessor.Kind.IMPORTED.value, "People (earlier qrels)"),
+                    (Assessor.Kind.MODEL.value, "A model (an LLM judge)"),
+                ],
+                initial=Assessor.Kind.IMPORTED.value,
+                required=False,  # absent: earlier qrels, as before the choice existed
+                label="Who made these labels",
+                help_text="A model's labels stay out of the qrels unless an export asks for "
+                "them, are compared with people's apart, and are never shown to assessors.",
             )
         if "on_conflict" in options:
             self.fields["on_conflict"] = forms.ChoiceField(

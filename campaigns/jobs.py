@@ -295,11 +295,13 @@ def _drop_connection() -> None:
         connection.close()
 
 
-def run_job(task: Task, job_id: int, handler: Handler) -> None:
+def run_job(task: Task, job_id: int, handler: Handler, *, atomic: bool = True) -> None:
     """Claim job ``job_id`` and run ``handler(job, progress)`` exactly once to completion.
 
     Called by every Celery task. Returns normally when there is nothing (more) to do; raises
-    Celery's Retry when the job should be tried again later.
+    Celery's Retry when the job should be tried again later. ``atomic=False`` is for a handler
+    whose every step must outlive a killed worker (a paid call to a model endpoint): it commits
+    as it goes and is idempotent step by step, and only the final ``done`` is written here.
     """
     eager = bool(getattr(task.request, "is_eager", False))
     worker = "in-process" if eager else (getattr(task.request, "hostname", None) or "")
@@ -314,7 +316,7 @@ def run_job(task: Task, job_id: int, handler: Handler) -> None:
     progress = Progress(job, live=_live_heartbeat() and not eager)
     progress.start()
     try:
-        with transaction.atomic():
+        with transaction.atomic() if atomic else contextlib.nullcontext():
             result = handler(job, progress) or {}
             finished = Job.objects.filter(
                 pk=job.pk, attempts=job.attempts, status=Job.Status.RUNNING

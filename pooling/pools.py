@@ -517,8 +517,12 @@ def seconds_per_judgment(campaign: Campaign) -> tuple[float, bool]:
     """The campaign's median active seconds per judgment once there are enough judgments
     (True), else the stated default (False)."""
     values = list(
+        # People's time only: a model's or an adjudication's is no measure of judging.
         Judgment.objects.filter(
-            campaign=campaign, source=Judgment.Source.JUDGED, active_seconds__isnull=False
+            campaign=campaign,
+            source=Judgment.Source.JUDGED,
+            assessor__kind=Assessor.Kind.PERSON,
+            active_seconds__isnull=False,
         ).values_list("active_seconds", flat=True)[:20000]
     )
     if len(values) < 20:

@@ -292,6 +292,15 @@ if CELERY_TASK_TIME_LIMIT >= CELERY_VISIBILITY_TIMEOUT:
 JOB_HEARTBEAT_SECONDS = env_float("JOB_HEARTBEAT_SECONDS", 5.0)
 JOB_STALE_AFTER_SECONDS = env_float("JOB_STALE_AFTER_SECONDS", 60.0)
 JOB_MAX_ATTEMPTS = env_int("JOB_MAX_ATTEMPTS", 3)
+# The environment variables a model configuration may name for its API key. An allowlist: the
+# worker sends the named variable's value to the configured endpoint, so an organiser must not
+# be able to name SECRET_KEY or DATABASE_URL and point the endpoint at their own server.
+MODEL_API_KEY_VARIABLES = env_list("MODEL_API_KEY_VARIABLES", ["OPENAI_API_KEY"])
+# A model judging a pool stops sending after this long and hands the rest to a follow-up job,
+# well inside the task's time limit (assess/model_judging.py).
+MODEL_JOB_SLICE_SECONDS = env_float(
+    "MODEL_JOB_SLICE_SECONDS", max(1.0, CELERY_TASK_SOFT_TIME_LIMIT * 0.8)
+)
 
 LOGGING = {
     "version": 1,

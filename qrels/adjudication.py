@@ -87,12 +87,12 @@ class PairVerdict:
 
 
 def pair_verdicts(*, campaign: Campaign, topic: Topic, doc_id: str) -> list[PairVerdict]:
-    """Every assessor's (people's and imported sources') current verdict on the pair, by
-    assessor name; adjudicated and model labels are not among them. One query."""
+    """Every assessor's current label on the pair (people's, imported sources', models', each
+    marked by kind), by assessor name; the adjudicated label is not among them. One query."""
     name = Label.objects.filter(rubric=OuterRef("rubric_version"), value=OuterRef("label"))
     rows = (
         Judgment.objects.filter(campaign=campaign, topic=topic, doc_id=doc_id)
-        .filter(assessor__kind__in=VERDICT_KINDS)
+        .exclude(assessor__kind=Assessor.Kind.ADJUDICATED)
         .annotate(label_name=Subquery(name.values("name")[:1]))
         .select_related("assessor")
         .order_by("assessor__name")

@@ -15,7 +15,8 @@ class QrelsConfig(AppConfig):
                 kind="qrels",
                 title="Qrels (earlier judgments)",
                 task_name="qrels.tasks.import_qrels_task",
-                help="topic iteration docid label; stored as the judgments of a named source.",
-                options=("assessor", "on_conflict", "encoding"),
+                help="topic iteration docid label; stored as the judgments of a named source "
+                "(earlier qrels, or a model's labels: kept apart and never shown to assessors).",
+                options=("assessor", "kind", "on_conflict", "encoding"),
             )
         )

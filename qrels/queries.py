@@ -291,7 +291,7 @@ class Verdict:
     seconds_on_screen: float | None
     active_seconds: float | None
     judged_at: Any
-    source: str
+    source: str  # the assessor's kind (person, imported, model), as the sidecar's column says
 
 
 @dataclass(frozen=True)
@@ -397,7 +397,7 @@ def pairs_both_judged(
             "seconds_on_screen",
             "active_seconds",
             "judged_at",
-            "source",
+            "assessor__kind",
         )
     }
     fallback = label_names or {}
@@ -412,7 +412,7 @@ def pairs_both_judged(
             seconds_on_screen=row["seconds_on_screen"],
             active_seconds=row["active_seconds"],
             judged_at=row["judged_at"],
-            source=row["source"],
+            source=row["assessor__kind"],
         )
 
     pairs = []

@@ -171,6 +171,23 @@ class TestImportThroughThePage:
         assert "Imported qrels: 2 new judgments, 0 revised, 0 unchanged." in html
         assert "1 warning" in html
 
+    def test_qrels_as_a_models_labels(self, client, campaign, organiser):
+        from campaigns.models import Assessor
+
+        make_topics(campaign, ["051"])
+        client.force_login(organiser)
+        assert "A model (an LLM judge)" in page(client, campaign)
+        fields = {"assessor": "umbrela", "kind": "model", "on_conflict": "refuse"}
+        data = {f"qrels-{key}": value for key, value in fields.items()}
+        data["qrels-files"] = text_file("umbrela.txt", "051 Q0 d1 2\n051 Q0 d2 0\n")
+        data["csrfmiddlewaretoken"] = token(client, campaign)
+        response = client.post(upload_url(campaign, "qrels"), data)
+        assert response.status_code == 302
+        job = finished_job("qrels")
+        assert job.status == Job.Status.DONE, job.error
+        assert Assessor.objects.get(name="umbrela").kind == Assessor.Kind.MODEL
+        assert campaign.judgments.count() == 2
+
     def test_a_bad_file_shows_its_line_numbered_problems_and_imports_nothing(
         self, client, campaign, organiser
     ):

@@ -293,3 +293,13 @@ class TestAgreement:
         data = agreement_data(campaign=campaign, assessors=["ann", "gpt", "llama"])
         assert data.headline is None
         assert data.group is None  # one person: no group statistics with the models
+
+
+def test_the_disagreements_command_says_which_side_a_label_came_from(campaign, mixed):
+    out = io.StringIO()
+    call_command("disagreements", campaign.slug, "--assessors", "nist,gpt", "--json", stdout=out)
+    report = json.loads(out.getvalue())
+    pairs = report["pairs"]
+    assert pairs
+    sources = {(pair["a"]["source"], pair["b"]["source"]) for pair in pairs}
+    assert sources == {("imported", "model")}

@@ -113,6 +113,21 @@ class TestAdjudicating:
         assert "14 s" in html
         assert [v.label for v in response.context["verdicts"]] == [2, 0]
 
+    def test_a_models_label_is_shown_marked_and_the_adjudicated_one_is_not_a_verdict(
+        self, client, organiser, campaign, judges
+    ):
+        topic = campaign.topics.get(topic_id="1")
+        model = Assessor.objects.create(campaign=campaign, name="gpt", kind=Assessor.Kind.MODEL)
+        Judgment.objects.create(
+            campaign=campaign, topic=topic, doc_id="d3", assessor=model, label=1
+        )
+        login(client, organiser)
+        assert post(client, page_url(campaign, "1", "d3"), label=2).status_code == 302
+        page = client.get(page_url(campaign, "1", "d3"))
+        shown = [(v.assessor, v.kind, v.label) for v in page.context["verdicts"]]
+        assert shown == [("ann", "person", 2), ("ben", "person", 0), ("gpt", "model", 1)]
+        assert page.context["current"].label == 2
+
     def test_a_label_with_a_reason_is_recorded_as_the_adjudicated_assessors_judgment(
         self, client, organiser, campaign, judges
     ):
