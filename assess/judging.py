@@ -474,11 +474,11 @@ _TOPICS = (
     "(SELECT topic_id FROM cur UNION SELECT topic_id FROM nxt "
     "UNION SELECT CAST(%(also)s AS bigint))"
 )
+# Kept by triggers on the items (assess.models.TopicProgress): two numbers read, not the topic's
+# items counted, whatever its size.
 _PROGRESS_ITEMS = f"""
-    SELECT p.topic_id, COUNT(p.judgment_id) AS judged, COUNT(*) AS total
-    FROM assess_assignmentitem p
-    WHERE p.assignment_id = %(assignment)s AND NOT p.withdrawn AND p.topic_id IN {_TOPICS}
-    GROUP BY p.topic_id
+    SELECT p.topic_id, p.judged, p.total FROM assess_topicprogress p
+    WHERE p.assignment_id = %(assignment)s AND p.total > 0 AND p.topic_id IN {_TOPICS}
 """  # noqa: S608
 _PROGRESS_QUEUE = f"""
     SELECT q.topic_id, SUM(CASE WHEN q.done THEN 1 ELSE 0 END) AS judged, COUNT(*) AS total

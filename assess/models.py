@@ -285,3 +285,23 @@ class RepeatVerdict(models.Model):
 
     def __str__(self) -> str:
         return f"repeat of {self.judgment_id}: {self.first_label} then {self.label}"
+
+
+class TopicProgress(models.Model):
+    """Judged and total items of one topic in one assignment (withdrawn items not counted), kept
+    by database triggers on AssignmentItem (migration 0006) for every writer alike: the judging
+    answer reads two numbers instead of counting the topic's items on every verdict, whose cost
+    grew with the topic's size."""
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="+")
+    topic = models.ForeignKey(Topic, on_delete=models.CASCADE, related_name="+")
+    total = models.IntegerField(default=0)
+    judged = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["assignment", "topic"], name="topic_progress_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.judged}/{self.total} of topic {self.topic_id} in {self.assignment_id}"

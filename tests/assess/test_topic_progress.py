@@ -1,0 +1,95 @@
+"""The judged / total counters the judging answer reads (assess.models.TopicProgress), kept by
+database triggers: after every kind of write to assignment items they equal a count of the
+items, on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+from django.db.models import Count, Q
+
+from assess import repeats
+from assess.assignments import assign, end_assignment, reassign_topic
+from assess.judging import claim_next, next_item, panel_reads
+from assess.models import Assignment, AssignmentItem, TopicProgress
+from campaigns.members import add_member
+from tests.conftest import _user
+from tests.factories import judge, make_pool, small_campaign
+
+pytestmark = pytest.mark.django_db
+
+
+def _counted() -> dict[tuple[int, int], tuple[int, int]]:
+    rows = (
+        AssignmentItem.objects.filter(withdrawn=False)
+        .values_list("assignment_id", "topic_id")
+        .annotate(total=Count("pk"), judged=Count("pk", filter=Q(judgment__isnull=False)))
+        .order_by()
+    )
+    return {(a, t): (total, judged) for a, t, total, judged in rows}
+
+
+def _kept() -> dict[tuple[int, int], tuple[int, int]]:
+    return {
+        (p.assignment_id, p.topic_id): (p.total, p.judged)
+        for p in TopicProgress.objects.filter(total__gt=0)
+    }
+
+
+def test_the_counters_follow_every_write(campaign, assessor_a, assessor_b):
+    import uuid
+
+    pool = small_campaign(campaign, docs=12)
+    topics = list(campaign.topics.all())
+    primary, overlap = assign(
+        campaign=campaign,
+        pool=pool,
+        user=assessor_a,
+        topics=topics,
+        overlap=0.5,
+        partner=assessor_b,
+        seed=3,
+        repeat_rate=0.2,
+    )
+    assert _kept() == _counted()
+    for _ in range(8):  # verdicts (the one-statement write on PostgreSQL)
+        judge(next_item(primary), 1)
+    judge(next_item(overlap), 2)
+    assert _kept() == _counted()
+    # A planted repeat's verdict closes its item.
+    for item in primary.items.filter(repeat_of__isnull=True, judgment__isnull=True):
+        judge(item, 0)
+    repeat = next_item(primary)
+    assert repeat is not None
+    assert repeat.repeat_of_id is not None
+    repeats.record(
+        item=repeat,
+        label=1,
+        submission_id=uuid.uuid4(),
+        served_at=None,
+        seconds_on_screen=None,
+        active_seconds=None,
+    )
+    assert _kept() == _counted()
+    # Work moved to another assessor: withdrawn here, given there.
+    carol = _user("carol")
+    add_member(campaign=campaign, user=carol, role="assessor")
+    reassign_topic(pool=pool, topic=topics[1], from_user=assessor_b, to_user=carol)
+    assert _kept() == _counted()
+    # Queue claims (each creates an item in the claimer's assignment).
+    queue_pool = make_pool(campaign, depth=12)
+    (qa,) = assign(campaign=campaign, pool=queue_pool, user=carol, topics=topics, mode="queue")
+    (qb,) = assign(campaign=campaign, pool=queue_pool, user=assessor_b, topics=topics, mode="queue")
+    judge(claim_next(qa), 1)
+    claim_next(qb)
+    assert _kept() == _counted()
+    end_assignment(assignment=overlap)
+    assert _kept() == _counted()
+    # The answer's read gives the kept numbers.
+    item = primary.items.filter(judgment__isnull=False).first()
+    panel = panel_reads(primary, after=0, also_topic=item.topic)
+    total, judged = _counted()[(primary.pk, item.topic_id)]
+    counts = panel.counts[item.topic_id]
+    assert (counts.total, counts.judged) == (total, judged)
+    # Deleting an assignment's items (its deletion) leaves no stale count behind.
+    Assignment.objects.filter(pk=qb.pk).delete()
+    assert _kept() == _counted()
