@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -24,6 +23,7 @@ from django.dispatch import receiver
 from django.utils import timezone
 
 from assess.models import Assignment, AssignmentItem, QueueItem
+from assess.models import TopicProgress as ProgressCounter
 from campaigns.judgments import InvalidLabel, StaleJudgment, Timing, _stored, record_judgment
 from campaigns.models import (
     Assessor,
@@ -174,16 +174,13 @@ def progress(assignment: Assignment, *, topic: Topic | None = None) -> list[Topi
             .annotate(n=Count("pk"))
         )
     else:
-        counts: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-        rows = (
-            assignment.items.filter(withdrawn=False)
-            .values_list("topic_id")
-            .annotate(total=Count("pk"), done=Count("judgment"))
-        )
+        # The counters the triggers keep (TopicProgress), as the judging answer reads them.
+        rows = ProgressCounter.objects.filter(assignment=assignment, total__gt=0).order_by()
         if topic is not None:
             rows = rows.filter(topic=topic)
-        for topic_pk, total, done in rows:
-            counts[topic_pk] = [done, total]
+        counts = {
+            pk: (done, total) for pk, done, total in rows.values_list("topic_id", "judged", "total")
+        }
         judged = {pk: c[0] for pk, c in counts.items()}
         totals = {pk: c[1] for pk, c in counts.items()}
     return [TopicProgress(t, judged.get(t.pk, 0), totals.get(t.pk, 0)) for t in topics]
