@@ -22,7 +22,7 @@ from assess import hybrid
 from assess.assignments import AssignmentError, assign
 from assess.hybrid import HybridError, Share
 from assess.judging import CLAIM_MINUTES, next_item, submit
-from assess.models import QueueItem
+from assess.models import HybridBudget, HybridPlan, QueueItem
 from campaigns.judgments import Timing
 from campaigns.models import Assessor, Judgment, JudgmentRevision
 from qrels import hybrid as simulation
@@ -290,3 +290,34 @@ def test_the_order_a_verdict_reads_is_the_order_read_afresh(campaign, assessor_a
             folded = assignment.__dict__.pop("hybrid_order")
             expired = timezone.now() - timedelta(minutes=CLAIM_MINUTES)
             assert folded == hybrid.claim_order(assignment, expired=expired)
+
+
+def test_the_organiser_sets_the_budget_and_fills_from_the_page(
+    client, campaign, organiser, assessor_a
+):
+    pool, _model, _, people = _setup(campaign, docs=10)
+    t301, t302 = campaign.topics.order_by("position")
+    url = reverse("assess:hybrid", args=[campaign.slug, pool.version])
+    client.force_login(organiser)
+    assert "umbrela" in client.get(url).content.decode()
+    base = {"action": "budget", "model": "umbrela", "routing": "uncertain"}
+    # A bad budget: named, nothing changed.
+    page = client.post(url, {**base, f"topic-{t301.pk}": "150%"})
+    assert "Topic 301: &#x27;150%&#x27; is not a share" in page.content.decode()
+    assert not HybridPlan.objects.exists()
+    answer = client.post(url, {**base, "every": "20%", f"topic-{t302.pk}": "3"})
+    assert answer.status_code == 302
+    budgets = {b.topic.topic_id: b.allowed for b in HybridBudget.objects.all()}
+    assert budgets == {"301": 2, "302": 3}
+    # Filling before the budget is judged: refused, nothing written.
+    page = client.post(url, {"action": "fill"}, follow=True).content.decode()
+    assert "No topic" in page
+    (assignment,) = assign(
+        campaign=campaign, pool=pool, user=assessor_a, topics=[t301, t302], mode="queue"
+    )
+    _judge_the_queue(assignment, people)
+    page = client.post(url, {"action": "fill", "topic": t301.pk}, follow=True).content.decode()
+    assert "topic 301 8 new or changed" in page
+    filled = Judgment.objects.filter(assessor__kind=Assessor.Kind.FILLED)
+    assert set(filled.values_list("topic__topic_id", flat=True)) == {"301"}
+    assert filled.count() == 8
