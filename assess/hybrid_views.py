@@ -21,7 +21,11 @@ class BudgetForm(forms.Form):
         label="Route by",
         help_text="The model assessor whose uncertainty decides what people judge first.",
     )
-    routing = forms.ChoiceField(choices=HybridPlan.Routing.choices, label="Routing")
+    routing = forms.ChoiceField(
+        choices=HybridPlan.Routing.choices,
+        label="Routing",
+        help_text="Least certain first re-ranks after every verdict; the others are fixed orders.",
+    )
     probabilities = forms.BooleanField(
         required=False,
         label="Use the model's label probabilities (logprobs), not its labels",
@@ -51,6 +55,8 @@ class BudgetForm(forms.Form):
         every = self.cleaned_data.get("every", "").strip()
         found = {}
         for row in self.rows:
+            if row.budget is not None and row.budget.filled_at is not None:
+                continue  # filled: its budget stays as it was judged (its field is disabled)
             own = self.cleaned_data.get(f"topic-{row.topic.pk}", "").strip()
             if own and own == row.share and every:
                 own = ""  # unchanged in the form: the budget for every topic applies

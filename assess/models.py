@@ -321,9 +321,9 @@ class HybridPlan(models.Model):
     were not sent to can then be filled with the model's labels calibrated on theirs."""
 
     class Routing(models.TextChoices):
-        UNCERTAIN = "uncertain", "Least certain first, learning from each verdict"
-        BOUNDARY = "boundary", "Nearest the relevance threshold first (fixed)"
-        RANDOM = "random", "Random (a seeded order; for comparison)"
+        UNCERTAIN = "uncertain", "Least certain first (learns from each verdict)"
+        BOUNDARY = "boundary", "Nearest the threshold first"
+        RANDOM = "random", "Random (for comparison)"
 
     pool = models.OneToOneField(Pool, on_delete=models.CASCADE, related_name="hybrid_plan")
     model = models.ForeignKey(Assessor, on_delete=models.PROTECT, related_name="+")

@@ -29,7 +29,7 @@ class Migration(migrations.Migration):
             name='HybridPlan',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('routing', models.CharField(choices=[('uncertain', 'Least certain first, learning from each verdict'), ('boundary', 'Nearest the relevance threshold first (fixed)'), ('random', 'Random (a seeded order; for comparison)')], default='uncertain', max_length=20)),
+                ('routing', models.CharField(choices=[('uncertain', 'Least certain first (learns from each verdict)'), ('boundary', 'Nearest the threshold first'), ('random', 'Random (for comparison)')], default='uncertain', max_length=20)),
                 ('probabilities', models.BooleanField(default=False)),
                 ('threshold', models.IntegerField()),
                 ('seed', models.BigIntegerField()),
