@@ -193,11 +193,11 @@ def set_budget(
         )
     if plan is None:
         plan = HybridPlan(pool=pool)
-    if plan.pk is None or plan.model_id != model.pk or plan.probabilities != probabilities:
-        # New strata: every budget is worked out again below.
-        kept = []
-    else:
-        kept = list(plan.budgets.exclude(topic__in=topics).select_related("topic"))
+    # Another model (or its probabilities instead of its labels) cuts other strata: a budget not
+    # given again with it is dropped, not left routing by the old ones.
+    new_strata = plan.pk is not None and (
+        plan.model_id != model.pk or plan.probabilities != probabilities
+    )
     plan.model = model
     plan.routing = route
     plan.probabilities = probabilities
@@ -237,8 +237,7 @@ def set_budget(
                 "allowed": share.allowed(len(routed)),
             },
         )
-    if not kept and plan.budgets.exclude(topic__in=topics).exists():
-        # The model or its strata changed: a budget not given again is dropped with its strata.
+    if new_strata:
         dropped = list(plan.budgets.exclude(topic__in=topics).values_list("topic_id", flat=True))
         QueueItem.objects.filter(pool=pool, topic_id__in=dropped).update(stratum=None)
         plan.budgets.filter(topic_id__in=dropped).delete()

@@ -22,7 +22,7 @@ from assess import hybrid
 from assess.assignments import AssignmentError, assign
 from assess.hybrid import HybridError, Share
 from assess.judging import CLAIM_MINUTES, next_item, submit
-from assess.models import HybridBudget, HybridPlan, QueueItem
+from assess.models import HybridBudget, HybridPlan, ModelCall, ModelConfig, QueueItem
 from campaigns.judgments import Timing
 from campaigns.models import Assessor, Judgment, JudgmentRevision
 from qrels import hybrid as simulation
@@ -321,3 +321,60 @@ def test_the_organiser_sets_the_budget_and_fills_from_the_page(
     filled = Judgment.objects.filter(assessor__kind=Assessor.Kind.FILLED)
     assert set(filled.values_list("topic__topic_id", flat=True)) == {"301"}
     assert filled.count() == 8
+
+
+def test_the_live_order_with_label_probabilities_is_the_simulations(campaign, assessor_a):
+    """Strata from the model's label probabilities (its logprobs, stored on its calls): the
+    tenth of its probability of relevance, as ``manage.py hybrid --probabilities`` cuts them."""
+    pool, model, model_labels, people = _setup(campaign)
+    config = ModelConfig.objects.create(
+        campaign=campaign,
+        assessor=model,
+        rubric_version=campaign.current_rubric(),
+        endpoint="http://127.0.0.1:9/v1",
+        model="m",
+        prompt_template="$document",
+        prompt_sha256="0" * 64,
+        temperature=0,
+        max_tokens=8,
+        label_rule="exact",
+        logprobs=True,
+        fingerprint="f" * 64,
+    )
+    threshold = campaign.relevance_threshold
+    topic_pks = dict(campaign.topics.values_list("topic_id", "pk"))
+    relevance = {}
+    for (topic_id, doc_id), label in model_labels.items():
+        high = _mixed(f"q{topic_id}{doc_id}", 100) / 100
+        given = {"0": round(1 - high, 2), "1": round(high / 2, 2), "2": round(high / 2, 2)}
+        ModelCall.objects.create(
+            config=config,
+            topic_id=topic_pks[topic_id],
+            doc_id=doc_id,
+            status=ModelCall.Status.LABELLED,
+            label=label,
+            probabilities=given,
+        )
+        relevance[(topic_id, doc_id)] = sum(p for k, p in given.items() if int(k) >= threshold)
+    topics = list(campaign.topics.all())
+    hybrid.set_budget(
+        pool=pool,
+        model=model,
+        budgets={t: Share(percent=Decimal(35)) for t in topics},
+        probabilities=True,
+        seed=4,
+    )
+    (assignment,) = assign(
+        campaign=campaign, pool=pool, user=assessor_a, topics=topics, mode="queue"
+    )
+    served = _judge_the_queue(assignment, people)
+    expected = simulation.simulate(
+        people=people,
+        model=model_labels,
+        budget=35,
+        threshold=threshold,
+        probabilities=relevance,
+        seed=4,
+    )
+    assert served == expected.order
+    assert sum(len(p) for p in served.values()) == 14
