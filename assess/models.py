@@ -358,9 +358,7 @@ class QueueProgress(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(
-                fields=["pool", "topic", "slot"], name="queue_progress_unique"
-            )
+            models.UniqueConstraint(fields=["pool", "topic", "slot"], name="queue_progress_unique")
         ]
 
     def __str__(self) -> str:
