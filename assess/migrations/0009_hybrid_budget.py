@@ -8,8 +8,8 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('assess', '0006_topic_progress'),
-        ('campaigns', '0008_assessor_kind_filled'),
+        ('assess', '0008_queue_progress'),
+        ('campaigns', '0009_assessor_kind_filled'),
         ('pooling', '0005_pool_status_from_its_job'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
