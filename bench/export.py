@@ -359,6 +359,9 @@ def main() -> None:
         default="both",
         help="measure without planner statistics (none), after ANALYZE (fresh), or both",
     )
+    parser.add_argument(
+        "--directory-only", action="store_true", help="measure the directory bundle, not the zip"
+    )
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--zip", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -393,7 +396,9 @@ def main() -> None:
         for mode in MODES if args.statistics == "both" else (args.statistics,):
             set_mode(mode)
             print(f"--- planner statistics: {mode} ---", flush=True)
-            measure(target_url, args.repeat)
+            measure(
+                target_url, args.repeat, zips=(False,) if args.directory_only else (False, True)
+            )
     finally:
         from django.db import connections
 
@@ -402,13 +407,13 @@ def main() -> None:
             drop_database(url, name)
 
 
-def measure(target_url: str, repeat: int) -> None:
+def measure(target_url: str, repeat: int, zips: tuple[bool, ...] = (False, True)) -> None:
     # Floors and exports alternate, so that a change in the machine's load (a shared box)
     # touches both alike; each figure is the best of its runs.
-    floors, exports = [], {False: [], True: []}
+    floors, exports = [], {zipped: [] for zipped in zips}
     for _ in range(repeat):
         floors.append(floor_seconds(target_url))
-        for zipped in (False, True):
+        for zipped in zips:
             with tempfile.TemporaryDirectory(prefix="pj-bench-export-") as tmp:
                 exports[zipped].append(run_child(target_url, Path(tmp), zipped))
     floor = min(f[0] for f in floors)
