@@ -195,7 +195,7 @@ class ExportPass:
     # --- Blocks ----------------------------------------------------------------------------------
 
     def feed(self, block: str) -> None:
-        """One block of COPY text (whole lines; see :func:`qrels.sidecar.format_block`)."""
+        """One block of COPY text (whole lines; see :func:`qrels.sidecar.block_rows`)."""
         width = block.count("\t", 0, block.index("\n")) + 1
         values = block[:-1].replace("\n", "\t").split("\t")
         if len(values) % width or (self._width and width != self._width):

@@ -2,8 +2,7 @@
 ``judgments.jsonl``.
 
 Both files are written from :class:`qrels.rows.SidecarRow` by the one formatter here
-(:func:`format_block`, a block of rows a column at a time), whichever database the rows came
-from. The TSV keeps the rows' COPY
+(:func:`format_rows`), whichever database the rows came from. The TSV keeps the rows' COPY
 escapes (see ``ESCAPE_RULE``) and puts a quote before risky text (``SAFETY_RULE``); the JSON
 Lines carry the raw values.
 
@@ -23,10 +22,9 @@ import os
 import struct
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict
 from functools import partial
-from itertools import compress, repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -104,213 +102,96 @@ def _json_text(text: str) -> str:
     return _json_string(unescape(text) if "\\" in text else text)
 
 
-# The fields of a sidecar row (SidecarRow's order) that the files use, by position.
-WIDTH = 22
-TOPIC, DOC, LABEL, FIRST, POOL, WHO, SOURCE, ITERATION, RUBRIC, REVISIONS, POSITION = (
-    0,
-    1,
-    2,
-    5,
-    6,
-    7,
-    8,
-    9,
-    10,
-    11,
-    12,
-)
-SERVED, JUDGED, SECONDS, ACTIVE, STRATUM, PROBABILITY, UNREADABLE, UNSURE, NOTE = range(13, 22)
+def format_rows(rows: Iterable[SidecarRow]) -> tuple[list[str], list[str]]:
+    """The sidecar lines (TSV, JSON; without newlines) of the rows that are judgments (a row
+    of a pooled pair nobody judged has no label and no line).
 
-# The text around a JSON line's 20 values, in SIDECAR_COLUMNS' order. The values that are never
-# missing and never escaped (the source, the two judgment times) sit inside quotes written here.
-_JSON_PARTS = (
-    '{"topic": ',
-    ', "docid": ',
-    ', "label": ',
-    ', "assessor": ',
-    ', "source": "',
-    '", "iteration": ',
-    ', "rubric_version": ',
-    ', "revisions": ',
-    ', "position": ',
-    ', "served_at": ',
-    ', "first_judged_at": "',
-    '", "judged_at": "',
-    '", "seconds_on_screen": ',
-    ', "active_seconds": ',
-    ', "pool": ',
-    ', "stratum": ',
-    ', "inclusion_probability": ',
-    ', "unreadable": ',
-    ', "unsure": ',
-    ', "note": ',
-    "}\n",
-)
-_TSV_PARTS = ("",) + ("\t",) * 19 + ("\n",)
-# ``list(map(table.get, column, column))``: each value through ``table``, kept when absent.
-_NULL_IF_EMPTY = {"": "null"}
-_NULL_IF_NOT_A_NUMBER = dict.fromkeys(_NOT_A_NUMBER, "null")  # JSON has no NaN, no Infinity
-_TSV_FLAG = {"t": "1"}  # anything else "0"
-_JSON_FLAG = {"t": "true"}  # anything else "false"
-# A text column holds a cell that may need the quote when its joined text holds one of these.
-_RISKY_STARTS = tuple("\n" + char for char in sorted(_MAYBE_RISKY))
+    The one formatter of the sidecar, for every database. A hot loop (one call per few
+    thousand rows): fields are unpacked by position, in SidecarRow's order, and the JSON of a
+    topic or assessor is reused while it repeats."""
+    tsv: list[str] = []
+    jsonl: list[str] = []
+    add_tsv, add_json = tsv.append, jsonl.append
+    maybe_risky, safe, string, not_a_number = _MAYBE_RISKY, _safe, _json_string, _NOT_A_NUMBER
+    last_topic = last_who = None
+    json_topic = json_who = ""
+    for (
+        topic,
+        doc,
+        label,
+        _,
+        _,
+        first,
+        pool,
+        who,
+        source,
+        iteration,
+        rubric,
+        revisions,
+        position,
+        served,
+        judged,
+        seconds,
+        active,
+        stratum,
+        probability,
+        unreadable,
+        unsure,
+        note,
+    ) in rows:
+        if not label:
+            continue
+        if topic != last_topic:
+            last_topic = topic
+            json_topic = _json_text(topic)
+        if who != last_who:
+            last_who = who
+            json_who = _json_text(who)
+        first = f"{first[:10]}T{first[11:-3]}Z"
+        judged = f"{judged[:10]}T{judged[11:-3]}Z"
+        if served:
+            served = f"{served[:10]}T{served[11:-3]}Z"
+        unreadable = unreadable == "t"
+        unsure = unsure == "t"
+        flags = ("1\t1" if unsure else "1\t0") if unreadable else ("0\t1" if unsure else "0\t0")
+        add_tsv(
+            f"{safe(topic) if topic[:1] in maybe_risky else topic}\t"
+            f"{safe(doc) if doc[:1] in maybe_risky else doc}\t{label}\t"
+            f"{safe(who) if who[:1] in maybe_risky else who}\t{source}\t"
+            f"{safe(iteration) if iteration[:1] in maybe_risky else iteration}\t{rubric}\t"
+            f"{revisions}\t{position}\t{served}\t{first}\t{judged}\t{seconds}\t{active}\t"
+            f"{pool}\t{stratum}\t{probability}\t{flags}\t"
+            f"{safe(note) if note[:1] in maybe_risky else note}"
+        )
+        json_doc = string(doc) if "\\" not in doc else _json_text(doc)
+        json_served = '"' + served + '"' if served else "null"
+        json_note = _json_text(note) if note else '""'
+        json_iteration = _json_text(iteration) if iteration else "null"
+        add_json(
+            f'{{"topic": {json_topic}, "docid": {json_doc}, "label": {label}, '
+            f'"assessor": {json_who}, "source": "{source}", "iteration": {json_iteration}, '
+            f'"rubric_version": {rubric or "null"}, "revisions": {revisions}, '
+            f'"position": {position or "null"}, "served_at": {json_served}, '
+            f'"first_judged_at": "{first}", "judged_at": "{judged}", '
+            f'"seconds_on_screen": {"null" if seconds in not_a_number else seconds}, '
+            f'"active_seconds": {"null" if active in not_a_number else active}, '
+            f'"pool": {pool or "null"}, "stratum": {stratum or "null"}, '
+            f'"inclusion_probability": {"null" if probability in not_a_number else probability}, '
+            f'"unreadable": {"true" if unreadable else "false"}, '
+            f'"unsure": {"true" if unsure else "false"}, "note": {json_note}}}'
+        )
+    return tsv, jsonl
 
 
-def format_block(block: str) -> tuple[str, str, int]:
-    """(TSV lines, JSON lines, lines) of a block of sidecar rows: COPY text, whole lines of
-    :class:`qrels.rows.SidecarRow`'s fields (:func:`qrels.rows.sidecar_row_blocks`). A row of
-    a pooled pair nobody judged has no label and no line.
-
-    The one formatter of the sidecar, for every database. It works a column at a time, each
-    column through joins, splits, ``map`` and dictionaries (no Python code per row); a column
-    holding anything unusual (an escape, a risky first character, a missing or non-finite
-    number) takes a per-value path that gives the same text."""
+def block_rows(block: str) -> Iterator[tuple[str, ...]]:
+    """The rows of a block of COPY text (whole lines, each ending with a newline) as tuples of
+    its values, split at once: in the COPY text format a tab or newline inside a value is
+    escaped, so every tab and newline of the block separates values."""
     width = block.count("\t", 0, block.index("\n")) + 1
     values = block[:-1].replace("\n", "\t").split("\t")
-    if width != WIDTH or len(values) % WIDTH:
-        raise ValueError(f"Sidecar rows have {WIDTH} values each, not {width}.")
-    columns = [values[i::WIDTH] for i in range(WIDTH)]
-    del values
-    if "" in columns[LABEL]:  # pooled pairs nobody judged: no judgment, no line
-        labelled = list(map(bool, columns[LABEL]))
-        columns = [list(compress(column, labelled)) for column in columns]
-    n = len(columns[LABEL])
-    if not n:
-        return "", "", 0
-    topics, docs, whos, iterations, notes = (
-        columns[TOPIC],
-        columns[DOC],
-        columns[WHO],
-        columns[ITERATION],
-        columns[NOTE],
-    )
-    first, judged = _iso_column(columns[FIRST]), _iso_column(columns[JUDGED])
-    served = _iso_column(columns[SERVED])
-    numbers = [columns[i] for i in (RUBRIC, REVISIONS, POSITION)]
-    floats = [columns[i] for i in (SECONDS, ACTIVE)]
-    places = [columns[i] for i in (POOL, STRATUM, PROBABILITY)]
-    unreadable, unsure = columns[UNREADABLE], columns[UNSURE]
-    tsv = _interleave(
-        _TSV_PARTS,
-        [
-            _safe_column(topics),
-            _safe_column(docs),
-            columns[LABEL],
-            _safe_column(whos),
-            columns[SOURCE],
-            _safe_column(iterations),
-            *numbers,
-            served,
-            first,
-            judged,
-            *floats,
-            *places,
-            list(map(_TSV_FLAG.get, unreadable, repeat("0"))),
-            list(map(_TSV_FLAG.get, unsure, repeat("0"))),
-            _safe_column(notes),
-        ],
-    )
-    jsonl = _interleave(
-        _JSON_PARTS,
-        [
-            _json_column(topics),
-            _json_column(docs),
-            columns[LABEL],
-            _json_column(whos),
-            columns[SOURCE],
-            _json_column(iterations, null_if_empty=True),
-            _map(_NULL_IF_EMPTY, numbers[0]),
-            numbers[1],
-            _map(_NULL_IF_EMPTY, numbers[2]),
-            _json_column(served, null_if_empty=True),
-            first,
-            judged,
-            *(_map(_NULL_IF_NOT_A_NUMBER, column) for column in floats),
-            _map(_NULL_IF_EMPTY, places[0]),
-            _map(_NULL_IF_EMPTY, places[1]),
-            _map(_NULL_IF_NOT_A_NUMBER, places[2]),
-            list(map(_JSON_FLAG.get, unreadable, repeat("false"))),
-            list(map(_JSON_FLAG.get, unsure, repeat("false"))),
-            _json_column(notes),
-        ],
-    )
-    return tsv, jsonl, n
-
-
-def _interleave(parts: Sequence[str], columns: list[list[str]]) -> str:
-    """Lines of ``columns``' values with ``parts`` around them: parts[0], the first column's
-    value, parts[1], …, the last column's value, parts[-1]."""
-    k = 2 * len(columns) + 1
-    template = [""] * k
-    template[0::2] = parts
-    # Each line's last part and the next line's first part, as one.
-    line = template[:-1]
-    line[0] = parts[-1] + parts[0]
-    pieces = line * len(columns[0])
-    pieces[0] = parts[0]
-    for i, column in enumerate(columns):
-        pieces[2 * i + 1 :: k - 1] = column
-    pieces.append(parts[-1])
-    return "".join(pieces)
-
-
-def _map(table: dict[str, str], column: list[str]) -> list[str]:
-    """Each value through ``table`` (kept when absent)."""
-    if table.keys().isdisjoint(column):
-        return column
-    return list(map(table.get, column, column))
-
-
-def _safe_column(column: list[str]) -> list[str]:
-    """:func:`_safe` of each cell of a text column (the column itself when no cell can need
-    the quote)."""
-    joined = "\n" + "\n".join(column)
-    if not any(start in joined for start in _RISKY_STARTS):
-        return column
-    return [_safe(text) if text[:1] in _MAYBE_RISKY else text for text in column]
-
-
-def _json_column(column: list[str], *, null_if_empty: bool = False) -> list[str]:
-    """JSON strings of a text column's values (COPY text): ``null`` for an empty value with
-    ``null_if_empty``. A column of a few values (a topic, an assessor) goes through a table of
-    them; one that holds nothing JSON or COPY escapes is quoted with one join and split."""
-    distinct = set(column)
-    if len(distinct) * 8 <= len(column):
-        table = {text: _json_text(text) for text in distinct}
-        if null_if_empty and "" in table:
-            table[""] = "null"
-        return list(map(table.__getitem__, column))
-    if not (null_if_empty and "" in distinct):
-        raw = "".join(column)
-        # Nothing to escape: no quote, no backslash, no control character.
-        if '"' not in raw and "\\" not in raw and raw.isprintable():
-            return ('"' + '"\n"'.join(column) + '"').split("\n")
-    if null_if_empty:
-        return [_json_text(text) if text else "null" for text in column]
-    return list(map(_json_text, column))
-
-
-def _iso_column(column: list[str]) -> list[str]:
-    """Timestamps (COPY text: ``2025-03-01 09:00:00.25+00``, UTC) as ISO 8601 with Z
-    (``2025-03-01T09:00:00.25Z``); an empty value stays empty."""
-    joined = "\n".join(column) + "\n"
-    n = len(column)
-    if joined.count(" ") == n and joined.count("+00") == n and joined.count("+00\n") == n:
-        # One space (the date's end) and one "+00" (the line's end) in every value.
-        return joined.replace(" ", "T").replace("+00\n", "Z\n")[:-1].split("\n")
-    return [f"{text[:10]}T{text[11:-3]}Z" if text else text for text in column]
-
-
-def format_rows(rows: Iterable[Sequence[str]]) -> tuple[list[str], list[str]]:
-    """The TSV and JSON lines (without newlines) of rows of :class:`qrels.rows.SidecarRow`'s
-    fields, through :func:`format_block`."""
-    block = "".join("\t".join(row) + "\n" for row in rows)
-    if not block:
-        return [], []
-    tsv, jsonl, lines = format_block(block)
-    if not lines:
-        return [], []
-    return tsv[:-1].split("\n"), jsonl[:-1].split("\n")  # not splitlines: U+2028 is no end
+    if len(values) % width:
+        raise ValueError("A block of COPY text whose lines have different numbers of values.")
+    return zip(*[iter(values)] * width, strict=True)
 
 
 TSV_DESCRIPTION = "Sidecar: one row per assessor judgment (TSV with a header)."
@@ -324,15 +205,14 @@ class SidecarWriter:
 
     def __init__(self, root: Path, background: Background | None = None):
         self.root = root
-        self.tsv = HashedFile(root / "judgments.tsv", background=background)
-        self.jsonl = HashedFile(root / "judgments.jsonl", background=background)
-        self.tsv.write_block(HEADER + "\n", 1)
+        self.tsv = HashedFile(root / "judgments.tsv", lines=True, background=background)
+        self.jsonl = HashedFile(root / "judgments.jsonl", lines=True, background=background)
+        self.tsv.write(HEADER)
 
     def feed(self, block: bytes) -> None:
-        tsv, jsonl, lines = format_block(block.decode())
-        if lines:
-            self.tsv.write_block(tsv, lines)
-            self.jsonl.write_block(jsonl, lines)
+        tsv, jsonl = format_rows(block_rows(block.decode()))
+        self.tsv.extend(tsv)
+        self.jsonl.extend(jsonl)
 
     def close(self) -> list[BundleFile]:
         return [

@@ -1,7 +1,7 @@
-"""The sidecar's formatter (qrels.sidecar.format_block) against what its files promise: the JSON
+"""The sidecar's formatter (qrels.sidecar.format_rows) against what its files promise: the JSON
 Lines carry the raw values, each TSV cell decodes back to its value and no text cell starts as a
-spreadsheet formula. The formatter works a column at a time and takes a per-value path for a
-column holding anything unusual; rows of every kind, alone and in blocks, check both paths.
+spreadsheet formula. Rows of every kind: escapes, quotes, control characters, risky first
+characters, missing and non-finite numbers, pooled pairs nobody judged.
 
 No database: the rows are generated as the queries send them (COPY text, qrels.rows.SidecarRow).
 """
@@ -16,7 +16,7 @@ import pytest
 
 from pooljudge.common import RISKY_FIRST
 from qrels.copytext import COPY_ESCAPES, unescape
-from qrels.sidecar import SIDECAR_COLUMNS, TEXT_COLUMNS, WIDTH, decode_cell, format_block
+from qrels.sidecar import SIDECAR_COLUMNS, TEXT_COLUMNS, block_rows, decode_cell, format_rows
 
 ODD_TEXT = [
     "=x",
@@ -143,12 +143,12 @@ def expected(values: list[str]) -> dict:
 
 def check(rows: list[list[str]]) -> None:
     block = "".join("\t".join(row) + "\n" for row in rows)
-    tsv, jsonl, lines = format_block(block)
-    judged = [row for row in rows if row[2]]
-    assert lines == len(judged)
-    assert tsv.count("\n") == jsonl.count("\n") == lines
-    assert (tsv, jsonl) == ("", "") or (tsv.endswith("\n") and jsonl.endswith("\n"))
-    for row, tsv_line, json_line in zip(judged, tsv.split("\n"), jsonl.split("\n"), strict=False):
+    tsv, jsonl = format_rows(block_rows(block))
+    judged = [row for row in rows if row[2]]  # a pooled pair nobody judged has no line
+    assert len(tsv) == len(jsonl) == len(judged)
+    for row, tsv_line, json_line in zip(judged, tsv, jsonl, strict=True):
+        assert "\n" not in tsv_line
+        assert "\n" not in json_line
         want = expected(row)
         got = json.loads(json_line)
         assert list(got) == list(SIDECAR_COLUMNS)
@@ -182,33 +182,5 @@ def test_blocks_of_every_kind_of_row(odd):
             block = []
             for i in range(size):
                 block.append(rows.row(topic if i % 7 else f"t{i}", who if i % 3 else "carol"))
-            assert len(block[0]) == WIDTH
+            assert len(block[0]) == len(SIDECAR_COLUMNS) + 2  # and assessor id, pseudonym
             check(block)
-
-
-def formatted_alone(rows: list[list[str]]) -> tuple[str, str, int]:
-    alone = [format_block("\t".join(row) + "\n") for row in rows]
-    return ("".join(a[0] for a in alone), "".join(a[1] for a in alone), sum(a[2] for a in alone))
-
-
-def test_a_block_is_formatted_as_its_rows_one_by_one():
-    rows = Rows(seed=5, odd=0.05)
-    block = [rows.row("051", "alice") for _ in range(300)]
-    assert format_block("".join("\t".join(row) + "\n" for row in block)) == formatted_alone(block)
-
-
-def test_a_timestamp_of_another_shape_leaves_its_column_as_each_value_alone():
-    # A UTC session writes "YYYY-MM-DD HH:MM:SS[.f]+00"; a column holding anything else takes
-    # the per-value path (the text is cut, not parsed, as for one row).
-    rows = Rows(seed=1, odd=0.0)
-    block = [rows.row("051", "alice") for _ in range(20)]
-    block[3][14] = "2025-03-01 09:00:00+00 BC"
-    block[5][13] = "0044-03-15 12:00:00+00 BC"
-    text = "".join("\t".join(row) + "\n" for row in block)
-    assert format_block(text) == formatted_alone(block)
-    check(block)
-
-
-def test_a_row_of_the_wrong_width_is_refused():
-    with pytest.raises(ValueError, match="22 values"):
-        format_block("a\tb\n")
