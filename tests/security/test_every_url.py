@@ -495,6 +495,10 @@ FILL: dict[str, Fill] = {
     },
     "assess:grid_deal": lambda s: {"": ({"version": s.pool.version}, None)},
     "assess:grid_overlap": lambda s: {"": ({"version": s.pool.version}, None)},
+    # A pooled document of both topics. Document ids are strings of the campaign's own (both
+    # campaigns have d01..d06): the slug alone scopes them, so there is no other campaign's id
+    # to try through this slug.
+    "qrels:document": lambda s: {"": ({"doc": "d01"}, None)},
     "qrels:evaluation_run": lambda s: {"": ({"pk": s.runs[0].pk}, None)},
     "qrels:report_job_status": lambda s: {"": ({"pk": s.report_job.pk}, None)},
 }
@@ -948,6 +952,9 @@ POLICY: dict[str, tuple[str, str]] = {
     "assess:grid_cell": ("organisers", "organisers"),
     "assess:grid_deal": ("nobody", "organisers"),
     "assess:grid_overlap": ("nobody", "organisers"),
+    "qrels:documents": ("adjudicating", "nobody"),
+    "qrels:document": ("adjudicating", "nobody"),
+    "qrels:adjudications": ("adjudicating", "nobody"),
     "qrels:evaluation": ("organisers", "organisers"),
     "qrels:evaluation_run": ("organisers", "nobody"),
     "qrels:stability": ("organisers", "organisers"),
