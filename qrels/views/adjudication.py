@@ -75,6 +75,17 @@ def _back(request: HttpRequest, campaign: Campaign) -> str:
     return home
 
 
+def _back_name(url: str, campaign: Campaign) -> str:
+    """What the page ``_back`` chose is, for the link's words."""
+    if url.startswith(reverse("qrels:documents", args=[campaign.slug])):
+        return "the document"
+    if url.startswith(reverse("qrels:adjudications", args=[campaign.slug])):
+        return "the adjudications"
+    if "/pairs/" in url:
+        return "the pairs"
+    return "agreement"
+
+
 def adjudicate_url(slug: str, topic_pk: int, doc_id: str, *, back: str = "") -> str:
     url = reverse("qrels:adjudicate", args=[slug, topic_pk, doc_id])
     return url + "?" + urlencode({"next": back}) if back else url
@@ -165,6 +176,7 @@ def adjudicate_pair(request: HttpRequest, slug: str, topic: int, doc: str) -> Ht
         "form": form,
         "error": error,
         "back_url": _back(request, campaign),
+        "back_name": _back_name(_back(request, campaign), campaign),
         "document_url": reverse("qrels:document", args=[campaign.slug, doc_id])
         + f"?topic={topic.pk}",
     }

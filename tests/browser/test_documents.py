@@ -189,6 +189,8 @@ def test_search_open_and_see_who_judged_it(live_server, login, organiser, campai
     ):
         assert text in table, text
     shoot(page, "documents-document")
+    page.get_by_role("link", name="Read the text").click()
+    shoot(page, "documents-text")
 
     # Under the other topic the document is the same, the topic beside it changes.
     page.get_by_role("navigation", name="Show the document under another topic").get_by_role(
@@ -202,7 +204,7 @@ def test_search_open_and_see_who_judged_it(live_server, login, organiser, campai
         "link", name="Revise the adjudication"
     ).click()
     page.wait_for_selector("form.adjudicate-form")
-    page.get_by_role("link", name="Back", exact=True).first.click()
+    page.get_by_role("link", name="Back to the document").first.click()
     page.wait_for_selector(".doc-verdicts")
     assert "/documents/FT911-0042" in page.url
 

@@ -246,6 +246,7 @@ class TestDocumentPage:
             adjudicate, {"next": reverse("qrels:document", args=[campaign.slug, "d1"])}
         )
         assert page.context["back_url"] == reverse("qrels:document", args=[campaign.slug, "d1"])
+        assert "Back to the document" in page.content.decode()
         assert reverse("qrels:document", args=[campaign.slug, "d1"]) in page.content.decode()
 
     def test_an_unknown_document_is_a_404(self, client, organiser, campaign, judged):
