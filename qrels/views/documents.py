@@ -7,6 +7,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.db import OperationalError, transaction
 from django.db.models import Exists, OuterRef
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -16,11 +17,21 @@ from django.views.decorators.http import require_GET
 from assess.screen import document_html
 from campaigns.access import ADJUDICATING, get_campaign_for
 from campaigns.models import Judgment
+from pooljudge.common import planner_settings
 from qrels.documents import document_verdicts, judgment_counts, pooled_topics
 from qrels.views.adjudication import adjudicate_url
 from qrels.views.common import query_string
 
 DOCUMENTS_PER_PAGE = 50
+# How long a search may take on PostgreSQL before it is stopped with a message. A word in
+# most documents of a large campaign is slow: the planner then reads the campaign's documents
+# and works out each one's words again instead of using the words index (bench/
+# document_search.py: a word in all of 100,000 documents takes a minute on a busy machine).
+SEARCH_TIMEOUT = "5s"
+TOO_SLOW = (
+    "This search matches too many documents to list in time (its words are in most of them). "
+    "Add a rarer word, or search by id."
+)
 
 
 class DocumentSearchForm(forms.Form):
@@ -50,7 +61,7 @@ def documents_page(request: HttpRequest, slug: str) -> HttpResponse:
     valid = not form.is_bound or form.is_valid()
     data = form.cleaned_data if form.is_bound and valid else {}
     text = data.get("q") or ""
-    rows, page, total = [], None, 0
+    rows, page, total, error = [], None, 0, ""
     if valid:
         found = campaign.documents.search(text)
         if data.get("judged"):
@@ -60,11 +71,16 @@ def documents_page(request: HttpRequest, slug: str) -> HttpResponse:
         found = found.only("doc_id", "title")
         paginator = Paginator(found, DOCUMENTS_PER_PAGE, allow_empty_first_page=True)
         number = data.get("page") or 1
-        if number > paginator.num_pages:
-            raise Http404("No such page.")
-        page = paginator.page(number)
-        total = paginator.count
-        counts = judgment_counts(campaign=campaign, doc_ids=[d.doc_id for d in page])
+        try:
+            with transaction.atomic(), planner_settings(statement_timeout=SEARCH_TIMEOUT):
+                if number > paginator.num_pages:
+                    raise Http404("No such page.")
+                page = paginator.page(number)
+                documents = list(page)
+        except OperationalError:  # PostgreSQL stopped it (statement_timeout)
+            page, documents, error = None, [], TOO_SLOW
+        total = paginator.count if page is not None else 0
+        counts = judgment_counts(campaign=campaign, doc_ids=[d.doc_id for d in documents])
         rows = [
             {
                 "document": document,
@@ -73,7 +89,7 @@ def documents_page(request: HttpRequest, slug: str) -> HttpResponse:
                 "topics": counts.get(document.doc_id, (0, 0))[1],
                 "exact": document.doc_id == text.strip(),
             }
-            for document in page
+            for document in documents
         ]
     context = {
         "campaign": campaign,
@@ -83,6 +99,7 @@ def documents_page(request: HttpRequest, slug: str) -> HttpResponse:
         "page": page,
         "total": total,
         "searched": bool(text.strip()) or bool(data.get("judged")),
+        "error": error,
         "previous_url": query_string(request, page=str(page.number - 1))
         if page and page.has_previous()
         else "",

@@ -44,6 +44,10 @@ def library(campaign, other_campaign):
     return campaign
 
 
+def search_ids(client, campaign, **query) -> list[str]:
+    return search(client, campaign, **query)
+
+
 def search(client, campaign, **query) -> list[str]:
     response = client.get(reverse("qrels:documents", args=[campaign.slug]), query)
     assert response.status_code == 200, response.content[:500]
@@ -337,3 +341,27 @@ class TestIndexesOnPostgreSQL:
         plan = self.plan(library.documents.search("LA-00"))
         assert "document_id_prefix_idx" in plan
         assert "document_words_idx" in self.plan(Document.objects.search("LA-00"))
+
+    def test_a_search_too_slow_to_answer_is_stopped_with_advice(
+        self, client, organiser, library, monkeypatch
+    ):
+        """A word in most documents of a big campaign makes PostgreSQL work out every
+        document's words again: the search is stopped at a time limit and says what to do."""
+        from campaigns.models import DocumentQuerySet
+        from qrels.views import documents
+
+        search = DocumentQuerySet.search
+        monkeypatch.setattr(documents, "SEARCH_TIMEOUT", "50ms")
+        monkeypatch.setattr(
+            DocumentQuerySet,
+            "search",
+            lambda self, text: search(self, text).extra(where=["pg_sleep(0.2) IS NOT NULL"]),
+        )
+        login(client, organiser)
+        response = client.get(reverse("qrels:documents", args=[library.slug]), {"q": "winter"})
+        assert response.status_code == 200
+        assert response.context["error"] == documents.TOO_SLOW
+        assert "Add a rarer word" in response.content.decode()
+        # The session's connection is usable again: the next search answers.
+        monkeypatch.setattr(DocumentQuerySet, "search", search)
+        assert search_ids(client, library, q="winter") == ["LA-0001", "LA-0002"]
