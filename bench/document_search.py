@@ -151,7 +151,7 @@ def compare_import(count: int) -> None:
     from campaigns.imports import import_documents
     from campaigns.models import Campaign
 
-    migration = importlib.import_module("campaigns.migrations.0008_document_search_indexes")
+    migration = importlib.import_module("campaigns.migrations.0009_document_search_indexes")
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "documents.jsonl"
         write_documents(path, count=count, prefix="cmp", seed=3)

@@ -382,11 +382,11 @@ class Topic(models.Model):
 
 
 # The characters of a document (title, then body) its words are searched in. PostgreSQL keeps
-# the words of each document in a GIN index (migration 0008) and a tsvector holds at most 1 MB:
+# the words of each document in a GIN index (migration 0009) and a tsvector holds at most 1 MB:
 # a bounded prefix keeps any document, however long, importable, and reaches the end of nearly
 # every real one (TREC-COVID's abstracts, Cranfield's, news articles are a few thousand).
 SEARCHED_CHARACTERS = 100_000
-# What a word search runs on, in one place: the index of migration 0008 is this very expression
+# What a word search runs on, in one place: the index of migration 0009 is this very expression
 # (the planner uses an expression index only for an identical expression; a test checks it).
 SEARCH_CONFIG = "simple"  # no stemming, no stopwords: every word of any language, lower-cased
 

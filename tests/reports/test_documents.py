@@ -321,7 +321,7 @@ class TestWhoMaySeeIt:
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's indexes")
 class TestIndexesOnPostgreSQL:
-    """The search's expressions are those of migration 0008's indexes: with sequential scans
+    """The search's expressions are those of migration 0009's indexes: with sequential scans
     priced out, the planner reads them (an expression the index does not match would still
     scan, whatever the price)."""
 

@@ -45,7 +45,7 @@ def _run(statements):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("campaigns", "0007_adjudicator_role_revision_by"),
+        ("campaigns", "0008_document_campaign_index"),
     ]
 
     operations = [
