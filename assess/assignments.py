@@ -140,10 +140,17 @@ def ensure_queue(pool: Pool, topics: Sequence[Topic], *, seed: int) -> None:
         )
 
 
+def overlap_size(documents: int, fraction: float) -> int:
+    """How many of a topic's ``documents`` an overlap of ``fraction`` doubles (rounded up)."""
+    if fraction >= 1:
+        return documents
+    return min(documents, math.ceil(round(fraction * documents, 9)))
+
+
 def _overlap_sample(docs: list[str], fraction: float, *, seed: int, topic: Topic) -> list[str]:
     if fraction >= 1:
         return list(docs)
-    k = min(len(docs), math.ceil(round(fraction * len(docs), 9)))
+    k = overlap_size(len(docs), fraction)
     return sorted(_rng(seed, "overlap", topic.topic_id).sample(sorted(docs), k))
 
 
@@ -255,29 +262,69 @@ def assign(
             if partner is None:
                 raise AssignmentError("An overlap in primary mode needs a partner assessor.")
             second = _assessor_for(campaign, partner)
-            if second == assessor:
-                raise AssignmentError("The overlap partner must be another assessor.")
-            copy = Assignment.objects.create(
-                campaign=campaign,
-                pool=pool,
-                assessor=second,
-                mode=Assignment.Mode.OVERLAP,
-                seed=seed,
-                interleave=interleave,
-                overlap_fraction=overlap,
-                partner=assessor,
-                repeat_rate=repeat_rate,
-                created_by=by,
+            created.append(
+                add_overlap(
+                    primary=main,
+                    topics=topics,
+                    partner=second,
+                    fraction=overlap,
+                    by=by,
+                    pairs=pairs,
+                )
             )
-            copy.topics.set(topics)
-            _append_items(
-                copy,
-                presentation_order(
-                    chosen, topics, seed=seed, assessor=second, interleave=interleave
-                ),
-            )
-            created.append(copy)
     return created
+
+
+@transaction.atomic
+def add_overlap(
+    *,
+    primary: Assignment,
+    topics: Sequence[Topic],
+    partner: Assessor,
+    fraction: float,
+    by=None,
+    pairs: dict[int, list[str]] | None = None,
+) -> Assignment:
+    """Give ``partner`` a ``fraction`` of the documents of ``topics`` that ``primary`` (a
+    primary assignment) holds, for agreement: an overlap assignment with the primary's seed,
+    interleaving and repeat rate, so the sample is the one ``assign(overlap=...)`` draws with
+    that seed. Documents the partner still has open elsewhere are not given again; documents
+    they already judged arrive judged. ``pairs`` (topic pk -> pooled documents) when the caller
+    has read them."""
+    if primary.mode != Assignment.Mode.PRIMARY:
+        raise AssignmentError("An overlap doubles primary work.")
+    if partner.pk == primary.assessor_id:
+        raise AssignmentError("The overlap partner must be another assessor.")
+    if not 0 < fraction <= 1:
+        raise AssignmentError("The overlap is a fraction above 0 and at most 1.")
+    topics = sorted(topics, key=lambda t: (t.position, t.topic_id))
+    if pairs is None:
+        pairs = pool_pairs(primary.pool, topics)
+    chosen = {}
+    for topic in topics:
+        sample = _overlap_sample(pairs.get(topic.pk, []), fraction, seed=primary.seed, topic=topic)
+        held = _open_pairs_held(partner, topic, sample)
+        chosen[topic.pk] = [doc for doc in sample if doc not in held]
+    copy = Assignment.objects.create(
+        campaign=primary.campaign,
+        pool=primary.pool,
+        assessor=partner,
+        mode=Assignment.Mode.OVERLAP,
+        seed=primary.seed,
+        interleave=primary.interleave,
+        overlap_fraction=fraction,
+        partner=primary.assessor,
+        repeat_rate=primary.repeat_rate,
+        created_by=by,
+    )
+    copy.topics.set(topics)
+    _append_items(
+        copy,
+        presentation_order(
+            chosen, topics, seed=primary.seed, assessor=partner, interleave=primary.interleave
+        ),
+    )
+    return copy
 
 
 @transaction.atomic

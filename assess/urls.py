@@ -61,6 +61,11 @@ urlpatterns += [
         name="grid_deal",
     ),
     path(
+        "<slug:slug>/assessors/pools/<int:version>/overlap/",
+        grid_views.grid_overlap,
+        name="grid_overlap",
+    ),
+    path(
         "<slug:slug>/assessors/assignments/<int:pk>/end/",
         organiser.assignment_end,
         name="assignment_end",

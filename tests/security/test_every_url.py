@@ -495,6 +495,11 @@ FILL: dict[str, Fill] = {
         )
     },
     "assess:grid_deal": lambda s: {"": ({"version": s.pool.version}, None)},
+    "assess:grid_overlap": lambda s: {"": ({"version": s.pool.version}, None)},
+    # A pooled document of both topics. Document ids are strings of the campaign's own (both
+    # campaigns have d01..d06): the slug alone scopes them, so there is no other campaign's id
+    # to try through this slug.
+    "qrels:document": lambda s: {"": ({"doc": "d01"}, None)},
     "qrels:evaluation_run": lambda s: {"": ({"pk": s.runs[0].pk}, None)},
     "qrels:report_job_status": lambda s: {"": ({"pk": s.report_job.pk}, None)},
 }
@@ -948,6 +953,10 @@ POLICY: dict[str, tuple[str, str]] = {
     "qrels:adjudicate": ("adjudicating", "adjudicating"),
     "assess:grid_cell": ("organisers", "organisers"),
     "assess:grid_deal": ("nobody", "organisers"),
+    "assess:grid_overlap": ("nobody", "organisers"),
+    "qrels:documents": ("adjudicating", "nobody"),
+    "qrels:document": ("adjudicating", "nobody"),
+    "qrels:adjudications": ("adjudicating", "nobody"),
     "qrels:evaluation": ("organisers", "organisers"),
     "qrels:evaluation_run": ("organisers", "nobody"),
     "qrels:stability": ("organisers", "organisers"),
@@ -1115,6 +1124,12 @@ PAYLOADS: dict[str, Callable[[World, Side, str], dict[str, Any]]] = {
     "assess:grid_deal": lambda w, s, r: {
         "topics": [t.pk for t in s.topics],
         "assessors": [a.pk for a in s.assessors],
+    },
+    # Topic 302 is the second assessor's primary work with no overlap: the preview.
+    "assess:grid_overlap": lambda w, s, r: {
+        "topics": [s.topics[1].pk],
+        "assessors": [a.pk for a in s.assessors],
+        "overlap": "50%",
     },
     "qrels:adjudicate": lambda w, s, r: {
         "label": "2",
