@@ -47,7 +47,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 import pooljudge
-from campaigns.models import Assessor, Campaign, Judgment, RubricVersion
+from campaigns.models import Assessor, Campaign, Judgment, JudgmentRevision, RubricVersion
 from pooling.models import Pool, PoolEntry, Run
 from pooljudge.common import ProgressFn, neutralise, no_progress
 from qrels import agreement, sampled
@@ -737,6 +737,16 @@ def _manifest(
             "judging_screen": {
                 "topic_breaks": campaign.topic_breaks,
                 "term_highlighting": campaign.highlight_terms,
+                "reveal_models_after_deciding": campaign.reveal_models,
+                # Judgments revised after the screen revealed a model's label on the pair
+                # (assess/reveal.py): qrels and the sidecar hold their current label.
+                "judgments_revised_after_reveal": JudgmentRevision.objects.filter(
+                    judgment__campaign=campaign, post_reveal=True
+                )
+                .values("judgment_id")
+                .distinct()
+                .count(),
+                "post_reveal_rule": POST_REVEAL_RULE,
                 "as_of": "export time",
             },
         },
@@ -834,6 +844,14 @@ def _number(value: float | None, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
+# How a revision made after a model's label was revealed (assess/reveal.py) counts.
+POST_REVEAL_RULE = (
+    "qrels.txt and the sidecar hold each judgment's current label, a change made after the "
+    "reveal included (the assessor's considered verdict, as any revision); the agreement "
+    "figures use the blind verdict, the label before the judgment's first post-reveal revision"
+)
+
+
 # What each value of the sidecar's source column (an assessor's kind) means, for the README.
 SOURCE_TEXT = {
     Assessor.Kind.PERSON.value: "people judging in Pooljudge",
@@ -908,6 +926,10 @@ def _readme_context(m: dict[str, Any]) -> dict[str, Any]:
             "topic_breaks": "on" if screen["topic_breaks"] else "off",
             "term_highlighting": "on" if screen["term_highlighting"] else "off",
             "highlighting": screen["term_highlighting"],
+            "reveal": screen.get("reveal_models_after_deciding", False),
+            "post_reveal": _commas(screen.get("judgments_revised_after_reveal", 0)),
+            "post_reveal_count": screen.get("judgments_revised_after_reveal", 0),
+            "post_reveal_rule": POST_REVEAL_RULE,
         }
         if screen
         else None,

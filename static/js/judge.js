@@ -385,13 +385,25 @@
     announce(notice);
   }
 
+  function showReveal(revealed) {
+    // Reveal after deciding: the models' labels on the document just judged (only ever sent
+    // with the answer to its verdict); an answer without one clears the last.
+    var box = document.getElementById("judge-reveal");
+    if (!box) { return; }
+    box.replaceChildren();
+    box.hidden = !revealed;
+    if (revealed) { box.append.apply(box, Array.prototype.slice.call(revealed.childNodes)); }
+  }
+
   function received(status, text) {
     var holder = document.createElement("template");
     holder.innerHTML = text;
     var answer = holder.content;
     var ack = $("#judge-answer", answer);
     var fresh = $("#judge", answer);
-    if (ack) { ack.remove(); }
+    var revealed = $("#judge-reveal-answer", answer);
+    if (revealed) { revealed.remove(); }
+    if (ack) { ack.remove(); showReveal(revealed); }
     if (status === 409 || status === 400) {
       // Back to the document the server refused, with its notice; what was typed after it
       // belonged to documents the page no longer shows.
