@@ -215,7 +215,7 @@ def test_an_organiser_starts_the_check_and_reads_the_report(client, campaign, or
     assert job.status == Job.Status.DONE, job.error
     assert job.result["cost"] == pytest.approx(job.result["prompt_tokens"] / 1_000_000)
     page = client.get(url).content.decode()
-    assert "3 of 4</strong> flipped to relevant" in page
+    assert "<strong>3 of 4</strong> labels flipped to relevant" in page
     assert "75 %" in page
 
 
