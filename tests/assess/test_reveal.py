@@ -184,15 +184,16 @@ def _flag(judgment: Judgment, version: int) -> None:
 
 
 def test_agreement_uses_the_blind_verdict(campaign, assessor_a, assessor_b, setup):
-    """A: 0 blind, then 2 after the reveal; B: 2. Agreement pairs A's 0 with B's 2 (the counts,
-    the verdicts of the group statistics, and the pairs behind a cell); qrels keep A's 2."""
+    """A: 0 blind, then 1 after the reveal, then 2; B: 2. Agreement pairs A's 0 with B's 2 (the
+    counts, the verdicts of the group statistics, and the pairs behind a cell); qrels keep
+    A's 2, which agrees with B."""
     b_item = next_item(setup["b"])
     judge(b_item, 2)
     a_item = setup["a"].items.get(topic=b_item.topic, doc_id=b_item.doc_id)
     judge(a_item, 0)
-    judgment = judge(a_item, 2)
+    judgment = judge(a_item, 1)
     _flag(judgment, 2)
-    judge(a_item, 1)  # after a flagged revision: not blind either (flag or no flag)
+    judge(a_item, 2)  # after a flagged revision: not blind either (flag or no flag)
     report = agreement_data(campaign=campaign)
     (pair,) = report.pairs
     assert pair.n == 1
@@ -210,7 +211,7 @@ def test_agreement_uses_the_blind_verdict(campaign, assessor_a, assessor_b, setu
     (listed,) = page.pairs
     assert {listed.a.label, listed.b.label} == {0, 2}
     judgment.refresh_from_db()
-    assert judgment.label == 1  # the current verdict, which qrels export
+    assert judgment.label == 2  # the current verdict, which qrels export
 
 
 def test_the_settings_page_switches_the_reveal(client, campaign, organiser):
