@@ -60,6 +60,7 @@ from qrels.policies import (
     default_policy,
     resolver_for,
 )
+from qrels.queries import blind_labels
 from qrels.rows import Scope, find_conflicts, scope, use_snapshot
 from qrels.sidecar import (
     ESCAPE_RULE,
@@ -326,7 +327,7 @@ def _write_rows_and_documentation(
         )
     files += rows.qrels_files(lambda display: f"Qrels of assessor {display} alone.")
     # The agreement figures (a bootstrap) while the sidecar's process may still be writing.
-    agreement_figures = _agreement(s, rows.overlap)
+    agreement_figures = _agreement(s, _blind(s, rows.overlap, rows.assessor_ids))
     files += sidecar.close()
     if qrels is not None and s.pool is not None and s.pool.strategy == Pool.Strategy.SAMPLE:
         files += _sample_eval_files(root, s.pool)
@@ -558,6 +559,25 @@ def _scale_values(campaign: Campaign) -> list[int]:
             )
         )
     )
+
+
+def _blind(
+    s: Scope, overlap: dict[str, dict[tuple[str, str], int]], assessor_ids: dict[str, str]
+) -> dict[str, dict[tuple[str, str], int]]:
+    """People's ``overlap`` with the blind verdict of each judgment revised after a reveal (the
+    label before its first post-reveal revision, assess/reveal.py), as every agreement figure
+    reads it (qrels.queries.blind_label); qrels.txt keeps the current label."""
+    blind = blind_labels(s.campaign)
+    if not blind:
+        return overlap
+    names = {str(pk): name for name, pk in assessor_ids.items()}
+    for pk, assessor, topic, doc in Judgment.objects.filter(pk__in=list(blind)).values_list(
+        "pk", "assessor_id", "topic__topic_id", "doc_id"
+    ):
+        given = overlap.get(names.get(str(assessor), ""))
+        if given is not None and (topic, doc) in given:
+            given[(topic, doc)] = blind[pk]
+    return overlap
 
 
 def _agreement(s: Scope, verdicts: dict[str, dict[tuple[str, str], int]]) -> dict[str, Any] | None:

@@ -288,11 +288,16 @@ def test_the_bundle_says_how_post_reveal_revisions_count(
     from qrels.export import export_bundle
 
     _reveal(campaign)
-    item = next_item(setup["a"])
+    b_item = next_item(setup["b"])
+    judge(b_item, 2)
+    item = setup["a"].items.get(topic=b_item.topic, doc_id=b_item.doc_id)
     judge(item, 0)
     judgment = judge(item, 2)
     _flag(judgment, 2)
     bundle = export_bundle(campaign=campaign, destination=tmp_path / "out", policy="max")
+    # The bundle's agreement figures pair A's blind 0 with B's 2, as the agreement page does.
+    (pair,) = bundle.manifest["agreement"]["pairs"]
+    assert (pair["n"], pair["observed"]) == (1, 0.0)
     screen = bundle.manifest["campaign"]["judging_screen"]
     assert screen["reveal_models_after_deciding"] is True
     assert screen["judgments_revised_after_reveal"] == 1
