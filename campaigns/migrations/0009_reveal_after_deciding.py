@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('campaigns', '0007_adjudicator_role_revision_by'),
+        ('campaigns', '0008_document_campaign_index'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
