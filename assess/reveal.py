@@ -18,8 +18,11 @@ What is blind and what is not:
 
 Cost on the judging round trip: no statement, on or off. The models' labels on the item's pair
 come with the judging scope's one query (:data:`SCOPE_COLUMN`, a subquery that the campaign's
-switch turns into a one-time filter: nothing is read when it is off), and the flag is a column
-of the verdict's write (assess.judging.submit).
+switch turns off: nothing is read when it is off), and the flag is a column of the verdict's
+write (assess.judging.submit). With the reveal on, the read is a probe per model assessor of the
+campaign; on tables whose statistics predate their rows (a bulk import before autovacuum) the
+planner may walk the pair's topic's judgments instead (a few hundred rows on a large topic),
+until ANALYZE runs.
 """
 
 from __future__ import annotations
@@ -60,18 +63,26 @@ def _scope_column() -> str:
     assessors = Assessor._meta.db_table
     configs = ModelConfig._meta.db_table
     model = Assessor.Kind.MODEL.value
-    if connection.vendor == "postgresql":
-        rows = "json_agg(json_build_array(s.name, mc.model, mc.fingerprint, m.label))"
-        switch = "c.reveal_models"
-    else:
-        rows = "json_group_array(json_array(s.name, mc.model, mc.fingerprint, m.label))"
-        switch = "c.reveal_models = 1"
     # ``c`` and ``ai`` are the scope's campaign and assignment item (assess.judging._SCOPE_SQL).
-    return f"""(SELECT {rows} FROM {judgments} m
-     JOIN {assessors} s ON s.id = m.assessor_id AND s.kind = '{model}'
-     LEFT JOIN {configs} mc ON mc.assessor_id = s.id
-     WHERE {switch} AND m.campaign_id = c.id AND m.topic_id = ai.topic_id
-       AND m.doc_id = ai.doc_id)"""  # noqa: S608 - names from the models, a constant kind
+    # CASE, not a condition inside the subquery: a campaign that does not reveal never runs it.
+    # From the campaign's model assessors (a few) to each one's verdict on the pair by the
+    # unique (assessor, topic, document) key: a probe per model, never a walk of the topic's
+    # judgments, whatever the planner's statistics say (tests/assess/test_reveal.py).
+    if connection.vendor == "postgresql":
+        return f"""CASE WHEN c.reveal_models THEN (
+        SELECT json_agg(json_build_array(s.name, mc.model, mc.fingerprint, m.label))
+        FROM {assessors} s
+        CROSS JOIN LATERAL (SELECT j2.label FROM {judgments} j2 WHERE j2.assessor_id = s.id
+                            AND j2.topic_id = ai.topic_id AND j2.doc_id = ai.doc_id) m
+        LEFT JOIN {configs} mc ON mc.assessor_id = s.id
+        WHERE s.campaign_id = c.id AND s.kind = '{model}') END"""  # noqa: S608 - model names
+    return f"""CASE WHEN c.reveal_models = 1 THEN (
+        SELECT json_group_array(json_array(s.name, mc.model, mc.fingerprint, m.label))
+        FROM {assessors} s
+        JOIN {judgments} m ON m.assessor_id = s.id AND m.topic_id = ai.topic_id
+                          AND m.doc_id = ai.doc_id
+        LEFT JOIN {configs} mc ON mc.assessor_id = s.id
+        WHERE s.campaign_id = c.id AND s.kind = '{model}') END"""  # noqa: S608 - model names
 
 
 # One column of the judging scope's query: the models' labels on the item's pair as a JSON

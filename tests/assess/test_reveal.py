@@ -17,6 +17,8 @@ from campaigns.judgments import Timing
 from campaigns.models import Assessor, Judgment, JudgmentRevision
 from qrels.agreement_data import agreement_data
 from qrels.queries import PairFilter, assessor_verdicts, pairs_both_judged
+from tests.assess.test_judging_plans import grown as grown
+from tests.assess.test_judging_plans import postgres as postgres
 from tests.factories import MODEL_NAME, MODEL_NOTE, judge, model_labels, small_campaign
 
 pytestmark = pytest.mark.django_db
@@ -305,3 +307,29 @@ def test_the_bundle_says_how_post_reveal_revisions_count(
     assert "the agreement figures use the blind verdict" in bundle.readme
     qrels = (tmp_path / "out" / "qrels.txt").read_text().split("\n")
     assert f"{item.topic.topic_id} 0 {item.doc_id} 2" in qrels
+
+
+def test_with_the_reveal_on_the_scope_stays_flat(grown):
+    """The models' labels come with the judging scope (assess/reveal.py: SCOPE_COLUMN): with the
+    campaign revealing and a model's label on every pair, the scope still reads a handful of
+    rows whatever the size of the assignment (tests/assess/test_judging_plans.py's measure).
+    With statistics taken before the judgments existed the planner walks the pair's topic
+    instead (448 rows here, the topic's judgments): said in assess/reveal.py, not hidden. With
+    the reveal off the subquery never runs (test_judging_plans passes on stale statistics)."""
+    fresh = True
+    from assess.judging import load_scope
+    from tests.assess.test_judging_plans import _assert_flat
+
+    primary, _ = grown(fresh=fresh)
+    campaign = primary.campaign
+    _reveal(campaign)
+    model_labels(primary.pool)
+    judged = primary.items.filter(judgment__isnull=False).order_by("position").last()
+    scope = _assert_flat(
+        load_scope,
+        user_id=primary.assessor.user_id,
+        slug=campaign.slug,
+        token=primary.token,
+        item_token=judged.token,
+    )
+    assert [r.assessor for r in scope.revealable] == [MODEL_NAME]
