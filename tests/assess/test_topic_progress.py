@@ -147,3 +147,43 @@ def test_the_queue_counters_follow_every_write(campaign, assessor_a, assessor_b)
     QueueItem.objects.filter(pk=open_entry.pk).update(topic=topics[1], doc_id="moved-doc")
     QueueItem.objects.filter(pk=done[2].pk).delete()
     assert _queue_kept() == _queue_counted()
+
+
+def test_a_lost_trigger_is_put_back_and_its_counters_recounted(campaign, assessor_a):
+    """SQLite rebuilds a table to alter a column and the rebuilt table has no triggers: after
+    ``migrate`` the missing ones are back and the counters equal a count again, whatever was
+    written while they were gone."""
+    from django.core.management import call_command
+    from django.db import connection
+
+    from assess.counters import ensure_triggers
+
+    pool = small_campaign(campaign, docs=6)
+    topics = list(campaign.topics.all())
+    (primary,) = assign(campaign=campaign, pool=pool, user=assessor_a, topics=topics, seed=2)
+    (queue,) = assign(
+        campaign=campaign,
+        pool=make_pool(campaign, depth=6),
+        user=assessor_a,
+        topics=topics,
+        mode="queue",
+    )
+    drop = (
+        ["DROP TRIGGER assess_item_progress_update", "DROP TRIGGER assess_queue_progress_update"]
+        if connection.vendor == "sqlite"
+        else [
+            "DROP TRIGGER assess_item_progress_update ON assess_assignmentitem",
+            "DROP TRIGGER assess_queue_progress_update ON assess_queueitem",
+        ]
+    )
+    with connection.cursor() as cursor:
+        for statement in drop:
+            cursor.execute(statement)
+    judge(next_item(primary), 1)
+    judge(claim_next(queue), 1)
+    assert _kept() != _counted()
+    assert _queue_kept() != _queue_counted()
+    call_command("migrate", verbosity=0)
+    assert _kept() == _counted()
+    assert _queue_kept() == _queue_counted()
+    assert ensure_triggers() == []  # all present now: nothing to repair
