@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from assess import repeats
-from assess.models import Assignment, AssignmentItem, QueueItem
+from assess.models import Assignment, AssignmentItem, HybridBudget, HybridPlan, QueueItem
 from campaigns.models import Assessor, Campaign, Judgment, Membership, Topic
 from pooling.models import Pool, PoolEntry
 
@@ -126,7 +126,7 @@ def _append_items(assignment: Assignment, order: list[tuple[int, str]]) -> int:
     return len(items)
 
 
-def _ensure_queue(pool: Pool, topics: Sequence[Topic], *, seed: int) -> None:
+def ensure_queue(pool: Pool, topics: Sequence[Topic], *, seed: int) -> None:
     """Create the shared queue of each topic once (replica 0), in one seeded shuffled order."""
     pairs = pool_pairs(pool, topics)
     for topic in topics:
@@ -186,6 +186,17 @@ def assign(
         )
     if overlap is not None and not 0 < overlap <= 1:
         raise AssignmentError("The overlap is a fraction above 0 and at most 1.")
+    budgeted = sorted(
+        HybridBudget.objects.filter(plan__pool=pool, topic__in=topics).values_list(
+            "topic__topic_id", flat=True
+        )
+    )
+    if budgeted and (mode != Assignment.Mode.QUEUE or overlap is not None):
+        raise AssignmentError(
+            f"Topics {', '.join(budgeted)} have a hybrid budget: they are judged through the "
+            "shared queue, one document at a time as the routing chooses (no primary or overlap "
+            "assignment)."
+        )
     assessor = _assessor_for(campaign, user)
     seed = seed if seed is not None else secrets.randbelow(2**31)
     created: list[Assignment] = []
@@ -211,6 +222,7 @@ def assign(
         interleave=interleave,
         repeat_rate=repeat_rate,
         created_by=by,
+        hybrid=mode == Assignment.Mode.QUEUE and HybridPlan.objects.filter(pool=pool).exists(),
     )
     main.topics.set(topics)
     created.append(main)
@@ -221,7 +233,7 @@ def assign(
             presentation_order(pairs, topics, seed=seed, assessor=assessor, interleave=interleave),
         )
     else:
-        _ensure_queue(pool, topics, seed=seed)
+        ensure_queue(pool, topics, seed=seed)
     if overlap is not None:
         if overlap_topics is not None:
             wanted = {t.pk for t in overlap_topics}
@@ -303,6 +315,7 @@ def reassign(*, assignment: Assignment, topics: Sequence[Topic], to_user, by=Non
             mode=Assignment.Mode.QUEUE,
             seed=assignment.seed,
             created_by=by,
+            hybrid=assignment.hybrid,
         )
         destination.topics.add(*topics)
         _drop_emptied_topics(assignment, topics)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from assess import flow_views, grid_views, model_views, organiser, views
+from assess import flow_views, grid_views, hybrid_views, model_views, organiser, views
 
 app_name = "assess"
 
@@ -45,6 +45,11 @@ urlpatterns += [
         name="assign",
     ),
     path("<slug:slug>/assessors/pools/<int:version>/move/", organiser.move_work, name="move"),
+    path(
+        "<slug:slug>/assessors/pools/<int:version>/hybrid/",
+        hybrid_views.hybrid_budget,
+        name="hybrid",
+    ),
     path(
         "<slug:slug>/assessors/pools/<int:version>/rebalance/",
         organiser.rebalance_work,

@@ -315,7 +315,8 @@ def _new_pseudonym() -> str:
 
 class Assessor(models.Model):
     """Who a judgment belongs to: a person with a login, an imported source (earlier qrels), a
-    model (an LLM judge with a frozen configuration) or the campaign's adjudicated labels.
+    model (an LLM judge with a frozen configuration), the campaign's adjudicated labels, or a
+    hybrid budget's filled labels (a model's, calibrated on people's verdicts).
 
     Only people's verdicts are judgments in the usual sense: agreement is measured between
     people, and the other kinds enter qrels only where a policy asks for them."""
@@ -325,6 +326,9 @@ class Assessor(models.Model):
         IMPORTED = "imported", "Imported qrels"
         MODEL = "model", "Model"
         ADJUDICATED = "adjudicated", "Adjudicated labels"
+        # A hybrid budget's fill (assess/hybrid.py): a model's labels, calibrated on the
+        # people's verdicts of the topic, on the pairs people were not sent to.
+        FILLED = "filled", "Model labels filled in (calibrated)"
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="assessors")
     user = models.ForeignKey(
@@ -435,6 +439,7 @@ class Judgment(models.Model):
     class Source(models.TextChoices):
         JUDGED = "judged", "Judged in Pooljudge"
         IMPORTED = "imported", "Imported qrels"
+        FILLED = "filled", "Filled by a hybrid budget (assess/hybrid.py)"
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="judgments")
     topic = models.ForeignKey(Topic, on_delete=models.PROTECT, related_name="judgments")

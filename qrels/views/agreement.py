@@ -145,7 +145,7 @@ def agreement_pair(request: HttpRequest, slug: str, a: int, b: int) -> HttpRespo
     campaign = get_campaign_for(request, slug, role=ADJUDICATING)
     found = dict(
         Assessor.objects.filter(campaign=campaign, pk__in=[a, b])
-        .exclude(kind=Assessor.Kind.ADJUDICATED)
+        .exclude(kind__in=(Assessor.Kind.ADJUDICATED, Assessor.Kind.FILLED))
         .order_by()
         .values_list("pk", "name")
     )
@@ -341,7 +341,7 @@ def agreement_pairs(request: HttpRequest, slug: str, a: int, b: int) -> HttpResp
     campaign = get_campaign_for(request, slug, role=ADJUDICATING)
     found = dict(
         Assessor.objects.filter(campaign=campaign, pk__in=[a, b])
-        .exclude(kind=Assessor.Kind.ADJUDICATED)
+        .exclude(kind__in=(Assessor.Kind.ADJUDICATED, Assessor.Kind.FILLED))
         .order_by()
         .values_list("pk", "name")
     )

@@ -475,6 +475,7 @@ FILL: dict[str, Fill] = {
     "assess:next": _judge_fill,
     "assess:assign": lambda s: {"": ({"version": s.pool.version}, None)},
     "assess:move": lambda s: {"": ({"version": s.pool.version}, None)},
+    "assess:hybrid": lambda s: {"": ({"version": s.pool.version}, None)},
     "assess:rebalance": lambda s: {"": ({"version": s.pool.version}, None)},
     "assess:assignment_end": lambda s: {"": ({"pk": s.assignments["first"].pk}, None)},
     "assess:member_password_link": lambda s: {"": ({"pk": s.first.pk}, None)},
@@ -933,6 +934,7 @@ POLICY: dict[str, tuple[str, str]] = {
     "assess:member_password_link": ("nobody", "organisers"),
     "assess:assign": ("nobody", "organisers"),
     "assess:move": ("nobody", "organisers"),
+    "assess:hybrid": ("organisers", "organisers"),
     "assess:rebalance": ("nobody", "organisers"),
     "assess:assignment_end": ("nobody", "organisers"),
     "assess:progress": ("organisers", "nobody"),
@@ -1139,6 +1141,13 @@ PAYLOADS: dict[str, Callable[[World, Side, str], dict[str, Any]]] = {
         "topic": s.topics[1].pk,
         "from_user": s.second.pk,
         "to_user": s.first.pk,
+    },
+    # Both topics are given in primary mode: the budget is refused, with its reason, as a page.
+    "assess:hybrid": lambda w, s, r: {
+        "action": "budget",
+        "model": f"{s.markers['model']}",
+        "routing": "uncertain",
+        "every": "50%",
     },
     "assess:rebalance": lambda w, s, r: {
         "topic": s.topics[0].pk,

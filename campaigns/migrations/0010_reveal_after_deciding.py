@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('campaigns', '0008_document_campaign_index'),
+        ('campaigns', '0009_assessor_kind_filled'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -8,8 +8,8 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('assess', '0008_queue_progress'),
-        ('campaigns', '0009_reveal_after_deciding'),
+        ('assess', '0009_hybrid_budget'),
+        ('campaigns', '0010_reveal_after_deciding'),
     ]
 
     operations = [
