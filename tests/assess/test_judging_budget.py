@@ -172,13 +172,11 @@ def test_with_the_reveal_on_a_verdict_and_a_judged_page_stay_within_five(
     """Reveal after deciding (assess/reveal.py) adds one statement to a verdict's answer (the
     models' labels on the pair; on a revision the post-reveal flag rides in it) and one to the
     page of a judged document; unjudged pages add none."""
-    from tests.factories import model_labels
-
     assignment, user = assignments[kind]
     campaign = assignment.campaign
     campaign.reveal_models = True
     campaign.save(update_fields=["reveal_models"])
-    model_labels(assignment.pool)
+    model_labels(assignment.pool, name="revealed-model")  # the fixture's hybrid has its own
     client.force_login(user)
     client.get(reverse("assess:start", args=[campaign.slug, assignment.token]), follow=True)
     headers = {"HTTP_HX_REQUEST": "true"}
