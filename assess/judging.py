@@ -22,7 +22,7 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from django.utils import timezone
 
-from assess import hybrid
+from assess import hybrid, reveal
 from assess.models import Assignment, AssignmentItem, QueueItem, QueueProgress
 from assess.models import TopicProgress as ProgressCounter
 from campaigns.judgments import InvalidLabel, StaleJudgment, Timing, _stored, record_judgment
@@ -215,6 +215,7 @@ def submit(
     unsure: bool = False,
     check_label: bool = True,
     shown_token: str | None = None,
+    post_reveal: bool = False,
 ) -> tuple[Judgment, bool]:
     """Record the verdict for ``item`` (see campaigns.judgments.record_judgment) and mark the
     item, and its queue entry, judged. Raises ItemTakenAway (nothing stored) when the item was
@@ -234,6 +235,8 @@ def submit(
         "unreadable": unreadable,
         "unsure": unsure,
         "shown_token": shown_token or None,
+        # A revision made after the screen revealed a model's label (assess/reveal.py).
+        "post_reveal": post_reveal,
     }
     if (
         connection.vendor == "postgresql"
@@ -327,9 +330,10 @@ WITH item AS (
 ), rev AS (
     INSERT INTO campaigns_judgmentrevision (
         judgment_id, version, label, rubric_version_id, iteration, served_at, judged_at,
-        seconds_on_screen, active_seconds, note, unreadable, unsure, submission_id)
+        seconds_on_screen, active_seconds, note, unreadable, unsure, submission_id, post_reveal)
     SELECT up.id, up.version, up.label, up.rubric_version_id, '', up.served_at, up.judged_at,
-        up.seconds_on_screen, up.active_seconds, up.note, up.unreadable, up.unsure, %(sid)s
+        up.seconds_on_screen, up.active_seconds, up.note, up.unreadable, up.unsure, %(sid)s,
+        %(post_reveal)s::boolean AND up.version > 1
     FROM up
     RETURNING 1
 ), linked AS (
@@ -386,6 +390,7 @@ def _submit_in_one_statement(item: AssignmentItem, **fields) -> tuple[Judgment, 
         "expected": fields["expected_version"],
         "assignment": item.assignment_id,
         "shown": fields["shown_token"],
+        "post_reveal": fields["post_reveal"],
     }
     sql = _SUBMIT_SQL
     routed = assignment.hybrid and item.queue_item_id is not None
@@ -972,7 +977,8 @@ _SCOPE_SQL = f"""
 SELECT {", ".join(sql for _, sql in _SCOPE_COLUMNS)},
     (SELECT r.id FROM {RubricVersion._meta.db_table} r WHERE r.campaign_id = c.id
      ORDER BY r.number DESC LIMIT 1),
-    {", ".join(f'p."{c}"' for c in _POOL_COLUMNS)}
+    {", ".join(f'p."{c}"' for c in _POOL_COLUMNS)},
+    {reveal.SCOPE_COLUMN}
 FROM {AssignmentItem._meta.db_table} ai
 JOIN {Assignment._meta.db_table} a ON a.id = ai.assignment_id
 JOIN {Pool._meta.db_table} p ON p.id = a.pool_id
@@ -1017,7 +1023,9 @@ def load_scope(*, user_id: int, slug: str, token: str, item_token: str) -> Assig
     assignment.campaign = campaign
     assignment.assessor = assessor
     assignment.rubric_pk = row[start]
-    values = list(row[start + 1 :])
+    values = list(row[start + 1 : start + 1 + len(_POOL_COLUMNS)])
+    # The models' labels on the pair when the campaign reveals them (assess/reveal.py).
+    item.revealable = reveal.from_scope(row[start + 1 + len(_POOL_COLUMNS)])
     params = values[_POOL_COLUMNS.index("params")]
     if isinstance(params, str):  # Django reads jsonb as text and decodes it in the field
         values[_POOL_COLUMNS.index("params")] = json.loads(params)

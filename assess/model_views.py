@@ -1,5 +1,6 @@
 """The organiser's model judges page: the configurations made so far (what each asked, how its
-calls ended, tokens) and the form that makes one and starts its job on a pool."""
+calls ended, tokens) and the form that makes one and starts its job on a pool; and the
+gullibility check's page (assess/gullibility.py): its reports and the form that starts one."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from assess import llm
+from assess import gullibility, llm
 from assess.model_judging import ConfigError, Execution, model_config, start_model_judging
 from assess.models import ModelCall, ModelConfig
 from campaigns.access import get_campaign_for
@@ -126,5 +127,76 @@ def model_judges(request: HttpRequest, slug: str) -> HttpResponse:
             "form": form,
             "configs": configs,
             "pools": campaign.pools.built().order_by("-version"),
+        },
+    )
+
+
+class GullibilityForm(forms.Form):
+    config = forms.TypedChoiceField(coerce=int, label="Model configuration")
+    limit = forms.IntegerField(
+        min_value=0,
+        initial=gullibility.DEFAULT_LIMIT,
+        label="Pairs to ask (0: all)",
+        help_text="A seeded sample of the pairs people and the model judged non-relevant: "
+        "every call is paid.",
+    )
+    seed = forms.IntegerField(initial=0)
+    concurrency = forms.IntegerField(min_value=1, max_value=64, initial=4)
+    per_minute = forms.FloatField(min_value=0, initial=60, label="Calls a minute (0: no limit)")
+    timeout = forms.FloatField(min_value=0.1, initial=60, label="Timeout per call (s)")
+    retries = forms.IntegerField(min_value=0, max_value=10, initial=3)
+    price_prompt = forms.FloatField(min_value=0, initial=0, label="$ per 1M prompt tokens")
+    price_completion = forms.FloatField(min_value=0, initial=0, label="$ per 1M output tokens")
+
+    def __init__(self, *args, configs, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["config"].choices = [(c.pk, f"{c.assessor.name} ({c.model})") for c in configs]
+
+
+# Pairs listed per configuration on the page (flips first); the command lists them all.
+GULLIBILITY_PAIRS_SHOWN = 100
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def gullibility_check(request: HttpRequest, slug: str) -> HttpResponse:
+    campaign = get_campaign_for(request, slug)
+    configs = gullibility.configurations(campaign)
+    form = GullibilityForm(request.POST or None, configs=configs)
+    if request.method == "POST" and configs and form.is_valid():
+        data = form.cleaned_data
+        config = next(c for c in configs if c.pk == data["config"])
+        try:
+            with transaction.atomic():
+                job = gullibility.start_gullibility_check(
+                    config=config,
+                    execution=Execution(
+                        concurrency=data["concurrency"],
+                        per_minute=data["per_minute"],
+                        timeout=data["timeout"],
+                        retries=data["retries"],
+                        price_prompt=data["price_prompt"],
+                        price_completion=data["price_completion"],
+                    ),
+                    limit=data["limit"],
+                    seed=data["seed"],
+                    user=request.user,
+                )
+        except ConfigError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Checking {config.assessor.name}'s gullibility.")
+            return redirect("campaigns:job", campaign.slug, job.pk)
+    reports = [gullibility.report(config) for config in configs]
+    return render(
+        request,
+        "assess/organiser/gullibility.html",
+        {
+            "campaign": campaign,
+            "form": form,
+            "configs": configs,
+            "reports": [r for r in reports if r.asked],
+            "unchecked": [r for r in reports if not r.asked],
+            "shown": GULLIBILITY_PAIRS_SHOWN,
         },
     )

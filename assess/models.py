@@ -302,6 +302,55 @@ class ModelCall(models.Model):
         return f"{self.topic_id} {self.doc_id} {self.status}"
 
 
+class GullibilityCall(models.Model):
+    """A gullibility check's call (assess/gullibility.py): a pair people judged non-relevant and
+    the configuration labelled non-relevant too, asked again with the topic's query terms stuffed
+    into the document (``variant`` says how). Its own table, apart from :class:`ModelCall`: a
+    stuffed answer is never a judgment, never in qrels or agreement, and never counted with the
+    configuration's ordinary calls. Idempotent as those are: one row per (configuration, pair,
+    variant), committed as ``sent`` before its request leaves."""
+
+    class Variant(models.TextChoices):
+        TERMS_APPENDED = "terms-appended", "The topic's query terms appended to the document"
+
+    Status = ModelCall.Status  # the same outcomes as an ordinary call's
+
+    config = models.ForeignKey(
+        ModelConfig, on_delete=models.PROTECT, related_name="gullibility_calls"
+    )
+    topic = models.ForeignKey(Topic, on_delete=models.PROTECT, related_name="+")
+    doc_id = models.CharField(max_length=ID_MAX_LENGTH)
+    variant = models.CharField(max_length=30, choices=Variant.choices)
+    status = models.CharField(max_length=20, choices=ModelCall.Status.choices)
+    job = models.ForeignKey(
+        "campaigns.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # The configuration's own label on the unstuffed document when the pair was chosen.
+    original_label = models.IntegerField()
+    tries = models.PositiveIntegerField(default=0)
+    http_status = models.PositiveIntegerField(null=True, blank=True)
+    response = models.TextField(blank=True)
+    label = models.IntegerField(null=True, blank=True)  # the label given to the stuffed text
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    sent_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    seconds = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["config", "variant", "topic", "doc_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["config", "topic", "doc_id", "variant"],
+                name="gullibility_call_pair_unique",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.topic_id} {self.doc_id} {self.variant} {self.status}"
+
+
 class RepeatVerdict(models.Model):
     """An assessor's verdict on a planted repeat: the same document served again later in their
     order, unannounced. Kept apart from judgments: it is never a revision, never in qrels, and

@@ -28,6 +28,11 @@ urlpatterns += [
     path("<slug:slug>/assessors/", organiser.assessors, name="assessors"),
     path("<slug:slug>/assessors/create/", organiser.assessor_create, name="assessor_create"),
     path("<slug:slug>/assessors/models/", model_views.model_judges, name="model_judges"),
+    path(
+        "<slug:slug>/assessors/models/gullibility/",
+        model_views.gullibility_check,
+        name="gullibility",
+    ),
     path("<slug:slug>/assessors/add/", organiser.member_add, name="member_add"),
     path(
         "<slug:slug>/assessors/<int:pk>/password-link/",

@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 from django_htmx.http import push_url
 
-from assess import repeats
+from assess import repeats, reveal
 from assess.answer import acknowledgement, label_name, respond, upcoming_state
 from assess.judging import (
     ItemTakenAway,
@@ -231,6 +231,7 @@ def _panel_context(
         "submission_id": uuid.uuid4(),
         "served": _served_token(item),
         **screen_context(assignment=assignment, item=item, labels=labels),
+        **reveal.panel_context(assignment=assignment, item=item, labels=labels),
         **extra,
     }
 
@@ -324,6 +325,8 @@ def _judge_post(request: HttpRequest, assignment: Assignment, current: Assignmen
         current.judgment_id is None or repeats.stored(submission_id, current) is not None
     ):
         return _repeat_post(request, assignment, current, label, submission_id, labels)
+    # Read before the write: the screen showed the models' labels on a judged pair.
+    post_reveal = reveal.post_reveal(assignment, current)
     try:
         judgment, _ = submit(
             item=current,
@@ -339,6 +342,7 @@ def _judge_post(request: HttpRequest, assignment: Assignment, current: Assignmen
             # The document the page moved on to: its first time on screen is recorded with
             # this write (the page showed it from its prefetch, no GET served it).
             shown_token=request.POST.get("upcoming", "").strip() if request.htmx else None,
+            post_reveal=post_reveal,
         )
     except InvalidLabel:
         context = _panel_context(assignment, current, error="That label is not on the scale.")
@@ -361,9 +365,15 @@ def _judge_post(request: HttpRequest, assignment: Assignment, current: Assignmen
         return _render_panel(request, context, status=409)
     except ItemTakenAway as exc:
         return _after_verdict(request, assignment, current.position, error=str(exc))
+    revealed = reveal.after_verdict(
+        assignment=assignment,
+        item=current,
+        flagged=post_reveal and judgment.version > 1,
+        labels=labels,
+    )
     if request.htmx:
         return _verdict_answer(
-            request, assignment, current, labels, judgment.label, judgment.version
+            request, assignment, current, labels, judgment.label, judgment.version, revealed
         )
     return _after_verdict(request, assignment, current.position)
 
@@ -375,10 +385,12 @@ def _verdict_answer(
     labels: list[Label],
     label: int,
     version: int,
+    revealed: reveal.Reveal | None = None,
 ) -> HttpResponse:
     """The page's script's answer to a stored verdict: only what changed (assess/answer.py),
     read in one statement: the document the page moved on to (or the next open one), what
-    follows it, and the progress of the topics involved."""
+    follows it, and the progress of the topics involved; and, in a revealing campaign, the
+    models' labels on the pair just judged (assess/reveal.py)."""
     shown = request.POST.get("upcoming", "").strip()
     if shown:
         panel = panel_reads(assignment, shown=shown, also_topic=current.topic)
@@ -394,6 +406,8 @@ def _verdict_answer(
         version=version,
         counts=panel.counts.get(current.topic_id),
     )
+    if revealed is not None:
+        ack["reveal"] = revealed
     return respond(request, assignment, current, ack, panel=panel)
 
 
@@ -426,5 +440,9 @@ def _repeat_post(
         return _after_verdict(request, assignment, current.position, error=str(exc))
     if not request.htmx:
         return _after_verdict(request, assignment, current.position)
-    # As a first verdict's answer: saved, version 1.
-    return _verdict_answer(request, assignment, current, labels, stored, 1)
+    # As a first verdict's answer: saved, version 1, with the same reveal (the pair's first
+    # verdict exists: it is what the repeat is compared with).
+    revealed = reveal.after_verdict(
+        assignment=assignment, item=current, flagged=False, labels=labels
+    )
+    return _verdict_answer(request, assignment, current, labels, stored, 1, revealed)

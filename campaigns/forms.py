@@ -29,7 +29,14 @@ class CampaignSettingsForm(forms.ModelForm):
 
     class Meta:
         model = Campaign
-        fields = ["title", "description", "guidelines", "topic_breaks", "highlight_terms"]
+        fields = [
+            "title",
+            "description",
+            "guidelines",
+            "topic_breaks",
+            "highlight_terms",
+            "reveal_models",
+        ]
         widgets = CampaignForm.Meta.widgets
 
 

@@ -83,6 +83,7 @@ def record_judgment(
     unsure: bool = False,
     check_label: bool = True,
     by=None,
+    post_reveal: bool = False,
 ) -> tuple[Judgment, bool]:
     """Store ``label`` as ``assessor``'s verdict on (topic, doc_id).
 
@@ -92,7 +93,8 @@ def record_judgment(
     None skips the check. Raises StaleJudgment when it no longer matches, InvalidLabel when the
     label is not on the rubric shown (unless the caller checked it: ``check_label`` False).
     ``by``: the user who gave the verdict when ``assessor`` is not their own identity (an
-    adjudicated label), kept on the revision."""
+    adjudicated label), kept on the revision. ``post_reveal``: the assessor was shown a model's
+    label on the pair (assess/reveal.py); a revision (not a first verdict) is flagged so."""
     if (
         check_label
         and rubric_version is not None
@@ -157,6 +159,7 @@ def record_judgment(
                 unsure=unsure,
                 submission_id=submission_id,
                 by=by,
+                post_reveal=post_reveal and judgment.version > 1,
             )
     except (IntegrityError, StaleJudgment) as exc:
         # A concurrent request won the race: the same submission (then it is stored, once), or

@@ -104,6 +104,18 @@ class Campaign(models.Model):
             "campaign needs speed more than independence, and say so in its documentation."
         ),
     )
+    reveal_models = models.BooleanField(
+        "Reveal models' labels after deciding",
+        default=False,
+        help_text=(
+            "Once an assessor's own verdict on a document exists, the judging screen shows the "
+            "label each model gave it (never before). People anchor on a label they are shown "
+            "(exact agreement with a model rose from 56 % to 72 % when assessors post-edited its "
+            "label, Thakur et al. 2025), so a change made after the reveal is kept as a revision "
+            "flagged post-reveal, and agreement figures use the verdict given before it. Off "
+            "unless the campaign wants assessors to learn from disagreements."
+        ),
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -578,9 +590,21 @@ class JudgmentRevision(models.Model):
         on_delete=models.PROTECT,
         related_name="+",
     )
+    # Made after the judging screen showed a model's label on the pair (the campaign reveals,
+    # assess/reveal.py): agreement reads the verdict before the first such revision, the blind
+    # one. A database default: the judging write inserts revisions in SQL without naming it.
+    post_reveal = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["judgment", "version"]
+        indexes = [
+            # Few revisions are post-reveal: agreement finds them without reading the history.
+            models.Index(
+                fields=["judgment", "version"],
+                condition=Q(post_reveal=True),
+                name="revision_post_reveal_idx",
+            )
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["judgment", "version"], name="judgment_revision_version_unique"

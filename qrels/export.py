@@ -47,7 +47,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 import pooljudge
-from campaigns.models import Assessor, Campaign, Judgment, RubricVersion
+from campaigns.models import Assessor, Campaign, Judgment, JudgmentRevision, RubricVersion
 from pooling.models import Pool, PoolEntry, Run
 from pooljudge.common import ProgressFn, neutralise, no_progress
 from qrels import agreement, sampled
@@ -60,6 +60,7 @@ from qrels.policies import (
     default_policy,
     resolver_for,
 )
+from qrels.queries import blind_labels
 from qrels.rows import Scope, find_conflicts, scope, use_snapshot
 from qrels.sidecar import (
     ESCAPE_RULE,
@@ -337,7 +338,7 @@ def _write_rows_and_documentation(
         )
     files += rows.qrels_files(lambda display: f"Qrels of assessor {display} alone.")
     # The agreement figures (a bootstrap) while the sidecar's process may still be writing.
-    agreement_figures = _agreement(s, rows.overlap)
+    agreement_figures = _agreement(s, _blind(s, rows.overlap, rows.assessor_ids))
     files += sidecar.close()
     if qrels is not None and s.pool is not None and s.pool.strategy == Pool.Strategy.SAMPLE:
         files += _sample_eval_files(root, s.pool)
@@ -571,6 +572,25 @@ def _scale_values(campaign: Campaign) -> list[int]:
     )
 
 
+def _blind(
+    s: Scope, overlap: dict[str, dict[tuple[str, str], int]], assessor_ids: dict[str, str]
+) -> dict[str, dict[tuple[str, str], int]]:
+    """People's ``overlap`` with the blind verdict of each judgment revised after a reveal (the
+    label before its first post-reveal revision, assess/reveal.py), as every agreement figure
+    reads it (qrels.queries.blind_label); qrels.txt keeps the current label."""
+    blind = blind_labels(s.campaign)
+    if not blind:
+        return overlap
+    names = {str(pk): name for name, pk in assessor_ids.items()}
+    for pk, assessor, topic, doc in Judgment.objects.filter(pk__in=list(blind)).values_list(
+        "pk", "assessor_id", "topic__topic_id", "doc_id"
+    ):
+        given = overlap.get(names.get(str(assessor), ""))
+        if given is not None and (topic, doc) in given:
+            given[(topic, doc)] = blind[pk]
+    return overlap
+
+
 def _agreement(s: Scope, verdicts: dict[str, dict[tuple[str, str], int]]) -> dict[str, Any] | None:
     """Pairwise agreement between people over the pairs at least two of them judged
     (``verdicts``: assessor -> pair -> label, collected while the qrels were written)."""
@@ -748,6 +768,16 @@ def _manifest(
             "judging_screen": {
                 "topic_breaks": campaign.topic_breaks,
                 "term_highlighting": campaign.highlight_terms,
+                "reveal_models_after_deciding": campaign.reveal_models,
+                # Judgments revised after the screen revealed a model's label on the pair
+                # (assess/reveal.py): qrels and the sidecar hold their current label.
+                "judgments_revised_after_reveal": JudgmentRevision.objects.filter(
+                    judgment__campaign=campaign, post_reveal=True
+                )
+                .values("judgment_id")
+                .distinct()
+                .count(),
+                "post_reveal_rule": POST_REVEAL_RULE,
                 "as_of": "export time",
             },
         },
@@ -845,6 +875,14 @@ def _number(value: float | None, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
+# How a revision made after a model's label was revealed (assess/reveal.py) counts.
+POST_REVEAL_RULE = (
+    "qrels.txt and the sidecar hold each judgment's current label, a change made after the "
+    "reveal included (the assessor's considered verdict, as any revision); the agreement "
+    "figures use the blind verdict, the label before the judgment's first post-reveal revision"
+)
+
+
 # What each value of the sidecar's source column (an assessor's kind) means, for the README.
 SOURCE_TEXT = {
     Assessor.Kind.PERSON.value: "people judging in Pooljudge",
@@ -921,6 +959,10 @@ def _readme_context(m: dict[str, Any]) -> dict[str, Any]:
             "topic_breaks": "on" if screen["topic_breaks"] else "off",
             "term_highlighting": "on" if screen["term_highlighting"] else "off",
             "highlighting": screen["term_highlighting"],
+            "reveal": screen.get("reveal_models_after_deciding", False),
+            "post_reveal": _commas(screen.get("judgments_revised_after_reveal", 0)),
+            "post_reveal_count": screen.get("judgments_revised_after_reveal", 0),
+            "post_reveal_rule": POST_REVEAL_RULE,
         }
         if screen
         else None,

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Count, Exists, Max, OuterRef, Q, Subquery, Sum
+from django.db.models import Count, Exists, Max, Min, OuterRef, Q, Subquery, Sum
 
-from campaigns.models import Assessor, Campaign, Judgment, Label, Topic
+from campaigns.models import Assessor, Campaign, Judgment, JudgmentRevision, Label, Topic
 from pooling.models import Run, RunTopic
 from pooljudge.common import ProgressFn, natural_key, no_progress, planner_settings
 
@@ -186,6 +186,22 @@ def judging_assessors(campaign: Campaign, *, include_imported: bool = True) -> l
     return [AssessorInfo(*row) for row in people_first]
 
 
+def blind_label(alias: str) -> tuple[str, str]:
+    """(join, label) for agreement's SQL over judgments aliased ``alias``: the blind verdict,
+    the label before the judgment's first post-reveal revision (campaigns.JudgmentRevision,
+    assess/reveal.py), or the current label when it has none. The join reads only the flagged
+    revisions (a partial index), so a campaign that never revealed pays an empty hash join."""
+    revisions = connection.ops.quote_name(JudgmentRevision._meta.db_table)
+    join = (
+        f"LEFT JOIN (SELECT r.judgment_id, r.label FROM {revisions} r "  # noqa: S608
+        "JOIN (SELECT judgment_id, MIN(version) AS version "
+        f"FROM {revisions} WHERE post_reveal GROUP BY judgment_id) f "
+        "ON f.judgment_id = r.judgment_id AND r.version = f.version - 1) "
+        f"b_{alias} ON b_{alias}.judgment_id = {alias}.id"
+    )
+    return join, f"COALESCE(b_{alias}.label, {alias}.label)"
+
+
 def agreement_counts(
     *, campaign: Campaign, assessors: Mapping[int, str]
 ) -> dict[tuple[str, str], dict[str, dict[tuple[int, int], int]]]:
@@ -200,14 +216,19 @@ def agreement_counts(
     ids = sorted(assessors)
     marks = ", ".join(["%s"] * len(ids))
     # The table name is quoted by Django; every value travels as a query parameter.
+    # Each side's blind verdict: a revision made after a model's label was revealed to its
+    # assessor is not what they judged on their own.
+    join1, label1 = blind_label("j1")
+    join2, label2 = blind_label("j2")
     sql = (
-        "SELECT j1.assessor_id, j2.assessor_id, j1.topic_id, j1.label, j2.label, COUNT(*) "  # noqa: S608
+        f"SELECT j1.assessor_id, j2.assessor_id, j1.topic_id, {label1}, {label2}, COUNT(*) "  # noqa: S608
         f"FROM {table} j1 JOIN {table} j2 ON j2.campaign_id = j1.campaign_id "
         "AND j2.topic_id = j1.topic_id AND j2.doc_id = j1.doc_id "
         "AND j2.assessor_id > j1.assessor_id "
+        f"{join1} {join2} "
         "WHERE j1.campaign_id = %s "
         f"AND j1.assessor_id IN ({marks}) AND j2.assessor_id IN ({marks}) "
-        "GROUP BY j1.assessor_id, j2.assessor_id, j1.topic_id, j1.label, j2.label"
+        f"GROUP BY j1.assessor_id, j2.assessor_id, j1.topic_id, {label1}, {label2}"
     )
     topic_ids = dict(campaign.topics.values_list("pk", "topic_id"))
     counts: dict[tuple[str, str], dict[str, dict[tuple[int, int], int]]] = {}
@@ -242,14 +263,38 @@ def assessor_verdicts(
     topic_ids = dict(campaign.topics.values_list("pk", "topic_id"))
     verdicts: dict[str, dict[tuple[str, str], int]] = {name: {} for name in by_pk.values()}
     rows = (
-        Judgment.objects.filter(campaign=campaign, label__gte=0, assessor_id__in=list(by_pk))
+        Judgment.objects.filter(campaign=campaign, assessor_id__in=list(by_pk))
         .order_by()
-        .values_list("assessor_id", "topic_id", "doc_id", "label")
+        .values_list("assessor_id", "topic_id", "doc_id", "label", "pk")
     )
+    # Blind verdicts (see blind_label): the few judgments revised after a reveal, read apart.
+    blind = blind_labels(campaign)
     targets = {pk: verdicts[name] for pk, name in by_pk.items()}
-    for assessor_id, topic_pk, doc_id, label in rows.iterator(chunk_size=20_000):
-        targets[assessor_id][(topic_ids[topic_pk], doc_id)] = label
+    for assessor_id, topic_pk, doc_id, label, pk in rows.iterator(chunk_size=20_000):
+        label = blind.get(pk, label)
+        if label >= 0:
+            targets[assessor_id][(topic_ids[topic_pk], doc_id)] = label
     return {name: given for name, given in verdicts.items() if given}
+
+
+def blind_labels(campaign: Campaign) -> dict[int, int]:
+    """judgment id -> its blind label, for the campaign's judgments with a post-reveal
+    revision: the label of the revision before the first flagged one."""
+    flagged = (
+        JudgmentRevision.objects.filter(judgment__campaign=campaign, post_reveal=True)
+        .order_by()
+        .values("judgment_id")
+        .annotate(first=Min("version"))
+    )
+    firsts = {row["judgment_id"]: row["first"] for row in flagged}
+    if not firsts:
+        return {}
+    before = JudgmentRevision.objects.filter(judgment_id__in=list(firsts)).order_by()
+    return {
+        judgment: label
+        for judgment, version, label in before.values_list("judgment_id", "version", "label")
+        if version == firsts[judgment] - 1
+    }
 
 
 def scale_labels(campaign: Campaign, seen: Iterable[int] = ()) -> list[int]:
@@ -339,18 +384,22 @@ def pairs_both_judged(
     topics = connection.ops.quote_name(Topic._meta.db_table)
     params: list[Any] = []
 
+    # The blind verdicts, as the agreement counts pair them (blind_label).
+    joins, blind = zip(blind_label("j1"), blind_label("j2"), strict=True)
+    labels = {"j1": blind[0], "j2": blind[1]}
+
     def value(alias: str) -> str:
         if not where.binary:
-            return f"{alias}.label"
+            return labels[alias]
         params.append(where.threshold)
-        return f"(CASE WHEN {alias}.label >= %s THEN 1 ELSE 0 END)"
+        return f"(CASE WHEN {labels[alias]} >= %s THEN 1 ELSE 0 END)"
 
     conditions = ["j1.campaign_id = %s", "j1.assessor_id = %s", "j2.assessor_id = %s"]
     params.extend([campaign.pk, a, b])
     if where.show == "negative":
-        conditions.append("(j1.label < 0 OR j2.label < 0)")
+        conditions.append(f"({blind[0]} < 0 OR {blind[1]} < 0)")
     else:
-        conditions += ["j1.label >= 0", "j2.label >= 0"]
+        conditions += [f"{blind[0]} >= 0", f"{blind[1]} >= 0"]
     if where.show == "same":
         left, right = value("j1"), value("j2")
         conditions.append(f"{left} = {right}")
@@ -369,10 +418,10 @@ def pairs_both_judged(
         params.append(where.distance)
     # The table names are quoted by Django; every value travels as a query parameter.
     sql = (
-        "SELECT j1.id, j2.id, COUNT(*) OVER () "  # noqa: S608
+        f"SELECT j1.id, j2.id, COUNT(*) OVER (), {blind[0]}, {blind[1]} "  # noqa: S608
         f"FROM {table} j1 JOIN {table} j2 ON j2.campaign_id = j1.campaign_id "
         "AND j2.topic_id = j1.topic_id AND j2.doc_id = j1.doc_id "
-        f"JOIN {topics} t ON t.id = j1.topic_id "
+        f"JOIN {topics} t ON t.id = j1.topic_id {joins[0]} {joins[1]} "
         f"WHERE {' AND '.join(conditions)} "
         "ORDER BY t.position, t.topic_id, j1.doc_id LIMIT %s OFFSET %s"
     )
@@ -406,10 +455,12 @@ def pairs_both_judged(
     }
     fallback = label_names or {}
 
-    def verdict(row: dict[str, Any]) -> Verdict:
+    def verdict(row: dict[str, Any], label: int) -> Verdict:
+        # ``label`` is the blind verdict; named as the current label is when they are the same.
+        name = row["label_name"] if label == row["label"] else ""
         return Verdict(
-            label=row["label"],
-            name=row["label_name"] or fallback.get(row["label"], ""),
+            label=label,
+            name=name or fallback.get(label, ""),
             note=row["note"],
             unsure=row["unsure"],
             unreadable=row["unreadable"],
@@ -420,7 +471,7 @@ def pairs_both_judged(
         )
 
     pairs = []
-    for pk_a, pk_b, _ in rows:
+    for pk_a, pk_b, _, label_a, label_b in rows:
         first, second = verdicts[pk_a], verdicts[pk_b]
         pairs.append(
             JudgedPair(
@@ -428,8 +479,8 @@ def pairs_both_judged(
                 topic=first["topic__topic_id"],
                 title=first["topic__title"],
                 doc_id=first["doc_id"],
-                a=verdict(first),
-                b=verdict(second),
+                a=verdict(first, label_a),
+                b=verdict(second, label_b),
             )
         )
     return PairPage(total=rows[0][2], pairs=pairs)

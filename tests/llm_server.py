@@ -3,7 +3,8 @@ prompt's document text: ``ANSWER-n`` (label n, with usage and logprobs when aske
 (prose, no label), ``NOTJSON`` (a 200 that is not JSON), ``SLOW`` (answers after ``slow``
 seconds), ``HUGE`` (a 2 MB body), ``BUSY-k`` (429 the first k times, then label 1), ``DOWN``
 (503 always), ``PAUSE`` (label 1 after ``pause`` seconds: a call that is out long enough to kill
-a worker during it)."""
+a worker during it), ``GULLIBLE`` (label 0, or 2 when a word of the prompt's ``Topic:`` line
+follows the directive in the document: the query terms stuffed into it flip the label)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,16 @@ import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-DIRECTIVE = re.compile(r"\b(ANSWER-\d+|CHATTY|NOTJSON|SLOW|BUSY-\d+|DOWN|PAUSE|HUGE)-?(\w*)")
+DIRECTIVE = re.compile(
+    r"\b(ANSWER-\d+|CHATTY|NOTJSON|SLOW|BUSY-\d+|DOWN|PAUSE|HUGE|GULLIBLE)-?(\w*)"
+)
+
+
+def _stuffed(prompt: str, after: int) -> bool:
+    """Whether a word (4+ letters) of the prompt's topic line occurs after position ``after``."""
+    line = re.search(r"^Topic: (.*)$", prompt, re.M)
+    words = {w.lower() for w in re.findall(r"[A-Za-z]{4,}", line.group(1))} if line else set()
+    return any(w.lower() in words for w in re.findall(r"[A-Za-z]{4,}", prompt[after:]))
 
 
 class FakeModel:
@@ -64,6 +74,8 @@ class FakeModel:
                     if directive == "CHATTY"
                     else (directive[7:] if directive.startswith("ANSWER-") else "1")
                 )
+                if directive == "GULLIBLE":
+                    content = "2" if _stuffed(prompt, match.end()) else "0"
                 choice = {"index": 0, "message": {"role": "assistant", "content": content}}
                 if body.get("logprobs"):
                     choice["logprobs"] = {

@@ -385,12 +385,28 @@
     announce(notice);
   }
 
+  function showReveal(revealed) {
+    // Reveal after deciding: the models' labels on the document just judged (only ever sent
+    // with the answer to its verdict), above the document now on screen; an answer without
+    // one clears the last. On a phone the window was scrolled to the title: bring it in view.
+    var box = document.getElementById("judge-reveal");
+    if (!box) { return; }
+    box.replaceChildren();
+    box.hidden = !revealed;
+    if (!revealed) { return; }
+    box.append.apply(box, Array.prototype.slice.call(revealed.childNodes));
+    var top = box.getBoundingClientRect().top;
+    if (narrow() && top < 0) { window.scrollBy(0, top - 8); }
+  }
+
   function received(status, text) {
     var holder = document.createElement("template");
     holder.innerHTML = text;
     var answer = holder.content;
     var ack = $("#judge-answer", answer);
     var fresh = $("#judge", answer);
+    var revealed = $("#judge-reveal-answer", answer);
+    if (revealed) { revealed.remove(); }
     if (ack) { ack.remove(); }
     if (status === 409 || status === 400) {
       // Back to the document the server refused, with its notice; what was typed after it
@@ -421,10 +437,12 @@
       var pending = queue.length ? queue[queue.length - 1] : null;
       if (pending && pending.next === null && fresh.dataset.item) { pending.next = fresh.dataset.item; }
       replacePanel(fresh);
+      showReveal(revealed);
       updateProgress(ack);
       flushWaiting();
       return;
     }
+    showReveal(revealed);
     updateProgress(ack);
     var judge = panel();
     judge.querySelectorAll("#upcoming, #upcoming-topic").forEach(function (old) { old.remove(); });

@@ -163,3 +163,39 @@ def test_the_slim_answer_to_a_prefetching_page_costs_at_most_five_statements(
     assert len(statements) <= BUDGET, " | ".join(" ".join(s.split())[:70] for s in statements)
     following.refresh_from_db()
     assert following.first_served_at is not None
+
+
+@pytest.mark.parametrize("kind", ["primary", "queue"])
+def test_with_the_reveal_on_a_verdict_and_a_judged_page_stay_within_five(
+    postgres, client, assignments, kind
+):
+    """Reveal after deciding (assess/reveal.py) adds one statement to a verdict's answer (the
+    models' labels on the pair; on a revision the post-reveal flag rides in it) and one to the
+    page of a judged document; unjudged pages add none."""
+    assignment, user = assignments[kind]
+    campaign = assignment.campaign
+    campaign.reveal_models = True
+    campaign.save(update_fields=["reveal_models"])
+    model_labels(assignment.pool, name="revealed-model")  # the fixture's hybrid has its own
+    client.force_login(user)
+    client.get(reverse("assess:start", args=[campaign.slug, assignment.token]), follow=True)
+    headers = {"HTTP_HX_REQUEST": "true"}
+    item = next_item(assignment)
+    url = reverse("assess:judge", args=[campaign.slug, assignment.token, item.token])
+    page, statements = _counted(client.get, url, **headers)
+    assert len(statements) <= BUDGET, " | ".join(" ".join(s.split())[:70] for s in statements)
+    form = dict(
+        re.findall(r'name="(submission|version|served)" value="([^"]*)"', page.content.decode())
+    )
+    answer, statements = _counted(client.post, url, {**form, "label": "1"}, **headers)
+    assert "judge-reveal-answer" in answer.content.decode()
+    assert len(statements) <= BUDGET, " | ".join(" ".join(s.split())[:70] for s in statements)
+    page, statements = _counted(client.get, url, **headers)
+    assert "Revealed after your verdict" in page.content.decode()
+    assert len(statements) <= BUDGET, " | ".join(" ".join(s.split())[:70] for s in statements)
+    form = dict(
+        re.findall(r'name="(submission|version|served)" value="([^"]*)"', page.content.decode())
+    )
+    answer, statements = _counted(client.post, url, {**form, "label": "2"}, **headers)
+    assert len(statements) <= BUDGET, " | ".join(" ".join(s.split())[:70] for s in statements)
+    assert JudgmentRevision.objects.get(judgment__assessor__user=user, version=2).post_reveal

@@ -27,7 +27,13 @@ import pooljudge
 from assess.models import Assignment
 from campaigns.models import Assessor, Judgment, LabelSpec, Topic
 from pooling.models import Pool, PoolEntry, Run
-from qrels.export import SIDECAR_COLUMNS, ExportError, decode_cell, export_bundle
+from qrels.export import (
+    POST_REVEAL_RULE,
+    SIDECAR_COLUMNS,
+    ExportError,
+    decode_cell,
+    export_bundle,
+)
 from qrels.formats import qrels_sort_key
 from qrels.imports import import_qrels
 from qrels.policies import PolicyConflict
@@ -472,8 +478,12 @@ class TestDocumentation:
         assert manifest["campaign"]["judging_screen"] == {
             "topic_breaks": True,
             "term_highlighting": True,
+            "reveal_models_after_deciding": False,
+            "judgments_revised_after_reveal": 0,
+            "post_reveal_rule": POST_REVEAL_RULE,
             "as_of": "export time",
         }
+        assert "Reveal after deciding" not in (tmp_path / "README.md").read_text()
         readme = (tmp_path / "README.md").read_text()
         assert "Topic breaks on; query-term highlighting on (as set at export time)." in readme
 

@@ -934,6 +934,7 @@ POLICY: dict[str, tuple[str, str]] = {
     "assess:assessors": ("organisers", "nobody"),
     "assess:assessor_create": ("nobody", "organisers"),
     "assess:model_judges": ("organisers", "organisers"),
+    "assess:gullibility": ("organisers", "organisers"),
     "assess:member_add": ("nobody", "organisers"),
     "assess:member_password_link": ("nobody", "organisers"),
     "assess:assign": ("nobody", "organisers"),
