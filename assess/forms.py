@@ -241,13 +241,13 @@ class AssignForm(forms.Form):
         queryset=Assessor.objects.none(),
         required=False,
         empty_label="None",
-        label="Gold documents from",
+        label="Source",
         help_text="Imported qrels whose labels are known: mixed in silently, never shown as gold.",
     )
     gold_amount = forms.CharField(
         required=False,
         max_length=20,
-        label="Gold documents",
+        label="How many",
         help_text="A share of the documents given (0.05 or 5%) or a number (10). Not in a queue.",
     )
     seed = forms.IntegerField(
