@@ -4,6 +4,8 @@ judgment, never in qrels), and each assessor's accuracy on gold is counted."""
 
 from __future__ import annotations
 
+import io
+import json
 import random
 import re
 
@@ -251,6 +253,19 @@ def test_the_progress_page_shows_accuracy_on_gold(client, organiser, assessor_a,
     row = re.search(r"<td>" + assessor_a.username + r"</td>(.*?)</tr>", page, re.S).group(1)
     cells = re.findall(r'<td class="num">(\d+)', row)
     assert cells == ["1", "0", "1", "1"]  # judged, added, exact, binary
+    # The same figures for a script.
+    out = io.StringIO()
+    call_command("gold_accuracy", golden.campaign.slug, "--json", stdout=out)
+    (figures,) = json.loads(out.getvalue())["assessors"]
+    assert figures == {
+        "assessor": assessor_a.username,
+        "judged": 1,
+        "added_as_gold": 0,
+        "correct": 1,
+        "accuracy": 1.0,
+        "binary_correct": 1,
+        "binary_accuracy": 1.0,
+    }
 
 
 def test_a_gold_verdict_costs_what_a_first_verdict_costs(client, assessor_a, golden):
