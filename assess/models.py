@@ -101,7 +101,8 @@ class AssignmentItem(models.Model):
     gold = models.ForeignKey(
         Judgment, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
-    gold_only = models.BooleanField(default=False)
+    # A default in the database too: the queue's claim inserts items in raw SQL.
+    gold_only = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["assignment", "position"]
