@@ -241,6 +241,32 @@ def test_the_command_and_the_form_take_gold(campaign, assessor_a, organiser, cli
     assert "GOLD-SOURCE-NIST" in page
 
 
+def test_the_form_gives_gold_and_says_what_is_wrong(campaign, assessor_a, organiser, client):
+    pool = small_campaign(campaign, topics=("301",), docs=6)
+    make_documents(campaign, ["d07", "d08"])
+    source = gold_qrels(campaign, [("301", "d07", 1), ("301", "d08", 0)])
+    client.force_login(organiser)
+    url = reverse("assess:assign", args=[campaign.slug, pool.version])
+    base = {"assessor": assessor_a.pk, "all_topics": "on", "mode": "primary"}
+    wrong = [
+        ({"gold_from": source.pk, "gold_amount": "60%"}, "share from 0 to 0.5"),
+        ({"gold_from": source.pk, "gold_amount": "a few"}, "whole number of gold documents"),
+        ({"gold_from": source.pk}, "Give a share or a number of gold documents"),
+        ({"gold_amount": "2"}, "Choose the imported qrels"),
+        ({"gold_from": source.pk, "gold_amount": "2", "mode": "queue"}, "queue has no gold"),
+    ]
+    for data, message in wrong:
+        response = client.post(url, {**base, **data})
+        assert response.status_code == 400, data
+        assert message in response.content.decode(), data
+    assert not AssignmentItem.objects.exists()
+    response = client.post(url, {**base, "gold_from": source.pk, "gold_amount": "2"})
+    assert response.status_code in (200, 302)
+    items = AssignmentItem.objects.filter(assignment__assessor__user=assessor_a)
+    assert items.count() == 8
+    assert set(items.filter(gold_only=True).values_list("doc_id", flat=True)) == {"d07", "d08"}
+
+
 def test_the_progress_page_shows_accuracy_on_gold(client, organiser, assessor_a, golden):
     from tests.factories import judge
 

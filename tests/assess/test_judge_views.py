@@ -62,7 +62,8 @@ def _skeleton(html: str) -> str:
     """The page without what differs between any two documents of one topic at one point of
     the order: tokens, signed times, form ids, counts, document ids and titles, the prefetch."""
     html = re.sub(r'<a class="button" data-nav="previous"[^>]*>', "<a previous>", html)
-    html = re.sub(r'<template id="upcoming".*?</template>', "", html, flags=re.S)
+    # The prefetched next document, and the topic card when it starts another topic.
+    html = re.sub(r'<template id="upcoming[\w-]*".*?</template>', "", html, flags=re.S)
     html = re.sub(r'value="[^"]*"', 'value=""', html)
     html = re.sub(r"/judge/[\w-]+/[\w-]+/", "/judge/T/I/", html)
     html = re.sub(r"item=[\w-]+", "item=I", html)
