@@ -16,13 +16,13 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, models, transaction
-from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, Sum
 from django.db.models.functions import Coalesce
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from django.utils import timezone
 
-from assess.models import Assignment, AssignmentItem, QueueItem
+from assess.models import Assignment, AssignmentItem, QueueItem, QueueProgress
 from assess.models import TopicProgress as ProgressCounter
 from campaigns.judgments import InvalidLabel, StaleJudgment, Timing, _stored, record_judgment
 from campaigns.models import (
@@ -163,16 +163,15 @@ def progress(assignment: Assignment, *, topic: Topic | None = None) -> list[Topi
     for ``topic`` alone."""
     topics = [topic] if topic is not None else list(assignment.topics.all())
     if assignment.mode == Assignment.Mode.QUEUE:
-        totals = dict(
-            QueueItem.objects.filter(pool=assignment.pool, topic__in=topics)
+        # The queue's counters (QueueProgress), as the judging answer reads them.
+        sums = (
+            QueueProgress.objects.filter(pool_id=assignment.pool_id, topic__in=topics)
             .values_list("topic_id")
-            .annotate(n=Count("pk"))
+            .annotate(judged=Sum("done"), total=Sum("total"))
+            .order_by()
         )
-        judged = dict(
-            QueueItem.objects.filter(pool=assignment.pool, topic__in=topics, done=True)
-            .values_list("topic_id")
-            .annotate(n=Count("pk"))
-        )
+        judged = {pk: done for pk, done, total in sums if total}
+        totals = {pk: total for pk, done, total in sums if total}
     else:
         # The counters the triggers keep (TopicProgress), as the judging answer reads them.
         rows = ProgressCounter.objects.filter(assignment=assignment, total__gt=0).order_by()
@@ -334,8 +333,9 @@ WITH item AS (
     FROM up WHERE ai.id = %(item)s AND ai.judgment_id IS DISTINCT FROM up.id
     RETURNING 1
 ), queue AS (
-    UPDATE assess_queueitem q SET done = true FROM item, up
-    WHERE q.id = item.queue_item_id AND NOT q.done
+    UPDATE assess_queueitem q SET done = true
+    WHERE q.id = (SELECT item.queue_item_id FROM item) AND NOT q.done
+      AND EXISTS (SELECT 1 FROM up)
     RETURNING 1
 ), seen AS (
     -- The document the page moved on to (prefetched) is on screen from now.
@@ -429,15 +429,18 @@ class Panel:
 
 # The open-item test. Items whose queue claim someone else took are withdrawn in the claimer's
 # transaction (claim_next), so "not withdrawn" is the whole test; the claim check stays as a
-# guard for copies withdrawn before that rule.
+# guard for copies withdrawn before that rule. Both checks are scalar subqueries on purpose: an
+# EXISTS here may be planned as a hashed subplan that reads every queue entry the assessor ever
+# claimed, or every judged item of every assignment, on each read (stale statistics made it
+# so); a scalar subquery is one primary-key probe for each item the index scan reaches.
 _OPEN_WHERE = """
     o.assignment_id = %(assignment)s AND o.judgment_id IS NULL AND NOT o.withdrawn
-    AND (o.queue_item_id IS NULL OR EXISTS (
-        SELECT 1 FROM assess_queueitem q
-        WHERE q.id = o.queue_item_id AND q.claimed_by_id = %(assessor)s))
-    AND (o.repeat_of_id IS NULL OR EXISTS (
-        SELECT 1 FROM assess_assignmentitem f
-        WHERE f.id = o.repeat_of_id AND f.judgment_id IS NOT NULL))
+    AND (o.queue_item_id IS NULL OR (
+        SELECT q.claimed_by_id FROM assess_queueitem q WHERE q.id = o.queue_item_id
+    ) = %(assessor)s)
+    AND (o.repeat_of_id IS NULL OR (
+        SELECT f.judgment_id FROM assess_assignmentitem f WHERE f.id = o.repeat_of_id
+    ) IS NOT NULL)
 """
 _ITEM_COLUMNS = "o.id, o.token, o.position, o.doc_id, o.topic_id, o.queue_item_id"
 
@@ -477,18 +480,20 @@ _PROGRESS_ITEMS = f"""
     SELECT p.topic_id, p.judged, p.total FROM assess_topicprogress p
     WHERE p.assignment_id = %(assignment)s AND p.total > 0 AND p.topic_id IN {_TOPICS}
 """  # noqa: S608
+# A shared queue's counters (assess.models.QueueProgress): a topic's slots summed, a row per
+# assessor who judged from it, not the queue counted.
 _PROGRESS_QUEUE = f"""
-    SELECT q.topic_id, SUM(CASE WHEN q.done THEN 1 ELSE 0 END) AS judged, COUNT(*) AS total
-    FROM assess_queueitem q WHERE q.pool_id = %(pool)s AND q.topic_id IN {_TOPICS}
-    GROUP BY q.topic_id
+    SELECT p.topic_id, SUM(p.done) AS judged, SUM(p.total) AS total
+    FROM assess_queueprogress p WHERE p.pool_id = %(pool)s AND p.topic_id IN {_TOPICS}
+    GROUP BY p.topic_id HAVING SUM(p.total) > 0
 """  # noqa: S608
 _PANEL_SQL = """
 WITH {claim}cur AS ({cur}),
 nxt AS ({next}),
 prv AS (
-    SELECT i.id, i.token, i.position, i.doc_id, i.topic_id FROM assess_assignmentitem i, cur
-    WHERE i.assignment_id = %(assignment)s AND NOT i.withdrawn AND i.position < cur.position
-      AND i.repeat_of_id IS NULL
+    SELECT i.id, i.token, i.position, i.doc_id, i.topic_id FROM assess_assignmentitem i
+    WHERE i.assignment_id = %(assignment)s AND NOT i.withdrawn
+      AND i.position < (SELECT position FROM cur) AND i.repeat_of_id IS NULL
     ORDER BY i.position DESC LIMIT 1
 ),
 prog AS ({progress})
@@ -569,14 +574,19 @@ _ASSIGNMENT_TOPICS = (
 # already holds in this pool or has judged already (through another pool, say: served again as
 # new, its verdict would be refused as stale). Adaptive pools serve their extra overlap copies,
 # replica > 0, this way, once the adaptive order has nothing left.
-_STATIC_CANDIDATES = f"""q.topic_id IN ({_ASSIGNMENT_TOPICS}) AND NOT EXISTS (
+# The shape is what keeps a claim's cost flat: the topics are one array read once, and the two
+# "not yet" checks are scalar subqueries, so the planner cannot turn them into anti-joins that
+# hash the whole queue, the assessor's items and their judgments; the open entries are walked
+# in claim order on queue_item_claim_idx and the first that passes is taken.
+_STATIC_CANDIDATES = f"""q.topic_id = ANY (ARRAY({_ASSIGNMENT_TOPICS}))
+      AND NOT (SELECT EXISTS (
         SELECT 1 FROM assess_assignmentitem m JOIN assess_assignment ma ON ma.id = m.assignment_id
         WHERE ma.assessor_id = %(assessor)s AND ma.pool_id = %(pool)s
-          AND m.topic_id = q.topic_id AND m.doc_id = q.doc_id)
-      AND NOT EXISTS (
+          AND m.topic_id = q.topic_id AND m.doc_id = q.doc_id AND m.repeat_of_id IS NULL))
+      AND NOT (SELECT EXISTS (
         SELECT 1 FROM campaigns_judgment jj
         WHERE jj.assessor_id = %(assessor)s AND jj.topic_id = q.topic_id
-          AND jj.doc_id = q.doc_id)"""  # noqa: S608 - fixed SQL
+          AND jj.doc_id = q.doc_id))"""  # noqa: S608 - fixed SQL
 # The document the adaptive order chose (pooling.adaptive.choose_from).
 _CHOSEN_CANDIDATE = "q.topic_id = %(topic)s AND q.doc_id = %(doc)s AND q.replica = 0"
 # What an adaptive pool's order reads when the assessor has nothing open (rows 't', 'r', 'q':
@@ -921,7 +931,7 @@ JOIN {Pool._meta.db_table} p ON p.id = a.pool_id
 JOIN {Campaign._meta.db_table} c ON c.id = a.campaign_id
 JOIN {Assessor._meta.db_table} s ON s.id = a.assessor_id
 JOIN {Topic._meta.db_table} t ON t.id = ai.topic_id
-LEFT JOIN {Judgment._meta.db_table} j ON j.id = ai.judgment_id AND j.assessor_id = a.assessor_id
+LEFT JOIN {Judgment._meta.db_table} j ON j.id = ai.judgment_id
 WHERE ai.token = %(item)s AND a.token = %(assignment)s AND c.slug = %(slug)s
   AND s.user_id = %(user)s
   AND EXISTS (SELECT 1 FROM {Membership._meta.db_table} m
@@ -951,6 +961,11 @@ def load_scope(*, user_id: int, slug: str, token: str, item_token: str) -> Assig
             model.from_db(connection.alias, fields, values) if values[0] is not None else None
         )
     item, assignment, campaign, assessor, topic, judgment = loaded
+    if judgment is not None and judgment.assessor_id != assignment.assessor_id:
+        # Checked here, not in the join: given "j.assessor_id = a.assessor_id" too, the planner
+        # (on statistics taken before judgments existed) read every judgment of the assessor
+        # through their index to find this one, at each request.
+        judgment = None
     assignment.campaign = campaign
     assignment.assessor = assessor
     assignment.rubric_pk = row[start]

@@ -73,7 +73,12 @@ class Assignment(models.Model):
 class AssignmentItem(models.Model):
     """One document in one assessor's presentation order."""
 
-    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="items")
+    # No index of its own: every index below starts with the assignment. A lone one let the
+    # planner, on stale statistics, read the whole assignment through it and sort, where
+    # (assignment, position) walks straight to the previous or next document.
+    assignment = models.ForeignKey(
+        Assignment, on_delete=models.CASCADE, related_name="items", db_index=False
+    )
     topic = models.ForeignKey(Topic, on_delete=models.PROTECT, related_name="+")
     doc_id = models.CharField(max_length=ID_MAX_LENGTH)
     position = models.PositiveIntegerField()
@@ -86,13 +91,23 @@ class AssignmentItem(models.Model):
     withdrawn = models.BooleanField(default=False)
     # Queue assignments: the shared queue entry this item was claimed from.
     queue_item = models.ForeignKey(
-        "QueueItem", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "QueueItem",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,  # a partial index below: most items have none
     )
     # A planted repeat: the item of the same document served earlier in this order. Its verdict
     # is a RepeatVerdict (never a revision, never in qrels); once given, ``judgment`` points at
     # the first verdict's row so the item counts as done.
     repeat_of = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="repeats"
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="repeats",
+        db_index=False,  # a partial index below: most items are none
     )
     # A gold item (assess/gold.py): the imported verdict whose label is known for this pair.
     # ``gold_only``: the pair is not the assessor's work, it was added only as a check; its
@@ -128,6 +143,19 @@ class AssignmentItem(models.Model):
                 condition=Q(judgment__isnull=True, withdrawn=False),
                 name="assignment_item_next_idx",
             ),
+            # Only the items that have one: an index holding every item's NULL served
+            # "repeat_of IS NULL" too, and stale statistics let the planner walk the whole
+            # table through it for the previous document.
+            models.Index(
+                fields=["repeat_of"],
+                condition=Q(repeat_of__isnull=False),
+                name="assignment_item_repeat_idx",
+            ),
+            models.Index(
+                fields=["queue_item"],
+                condition=Q(queue_item__isnull=False),
+                name="assignment_item_queue_idx",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -161,7 +189,14 @@ class QueueItem(models.Model):
                 fields=["pool", "topic", "done", "order"],
                 condition=Q(done=False),
                 name="queue_item_open_idx",
-            )
+            ),
+            # A claim takes the first open entry in this order (assess.judging._CLAIM): walked
+            # on the index, never a sort of the pool's open entries.
+            models.Index(
+                fields=["pool", "replica", "order", "id"],
+                condition=Q(done=False),
+                name="queue_item_claim_idx",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -356,3 +391,26 @@ class TopicProgress(models.Model):
 
     def __str__(self) -> str:
         return f"{self.judged}/{self.total} of topic {self.topic_id} in {self.assignment_id}"
+
+
+class QueueProgress(models.Model):
+    """Done and total entries of one topic of a pool's shared queue, kept by database triggers
+    on QueueItem (migration 0008), so a queue assessor's answer reads a few numbers instead of
+    counting the topic's queue on every verdict. The totals live in slot 0, written when the
+    queue is built or changed; the done counts in the slot of the assessor who held the claim,
+    so two assessors' verdicts never update one shared row (no lock taken across assessors).
+    A topic's progress is the sum over its slots."""
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="+")
+    topic = models.ForeignKey(Topic, on_delete=models.CASCADE, related_name="+")
+    slot = models.BigIntegerField()  # the claimer's assessor id; 0: totals, unclaimed entries
+    total = models.IntegerField(default=0)
+    done = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["pool", "topic", "slot"], name="queue_progress_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.done}/{self.total} of topic {self.topic_id} in pool {self.pool_id}"

@@ -21,9 +21,12 @@ best of --repeat runs:
   export dir      a subprocess running qrels.export.export_bundle into a directory (qrels.txt,
                   judgments.tsv, judgments.jsonl, README.md, campaign.json with agreement,
                   SHA256SUMS): wall time of the subprocess (interpreter and Django start-up
-                  included), the export's own time measured inside it, and its peak RSS (its VmHWM;
-                  and that of the process formatting the sidecar beside it)
-  export zip      the same bundle as one zip (deflate level 6) streamed to a file
+                  included), the export's own time measured inside it, its peak RSS (its VmHWM;
+                  and that of the process formatting the sidecar beside it) and the CPU seconds of
+                  both (best of the runs: on a shared machine, wall time follows the load and the
+                  processes' nice level, CPU time much less)
+  export zip      the same bundle as one zip (deflate level 6) streamed to a file (skipped with
+                  --directory-only)
 and the ratios to the floor. Targets: export <= 3x the floor, peak RSS < 300 MB, the export
 without statistics within 1.5x of the export with them. No assertions.
 Judgment revisions are not created (the export reads current verdicts only).
@@ -318,6 +321,7 @@ def child(out: Path, zipped: bool) -> None:
 
     campaign = Campaign.objects.get(slug=SLUG)
     start = time.perf_counter()
+    cpu = time.process_time()
     with transaction.atomic():
         use_snapshot()
         if zipped:
@@ -327,11 +331,13 @@ def child(out: Path, zipped: bool) -> None:
         else:
             result = export_bundle(campaign=campaign, destination=out / "bundle")
     seconds = time.perf_counter() - start
+    cpu = time.process_time() - cpu
     size = result.zip_bytes if zipped else sum(f.bytes for f in result.files)
     with open("/proc/self/status") as status:
         peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
     # The sidecar's formatting process (qrels.sidecar.SidecarProcess), this child's only child.
-    sidecar = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    sidecar = children.ru_maxrss
     print(
         json.dumps(
             {
@@ -339,6 +345,8 @@ def child(out: Path, zipped: bool) -> None:
                 "bytes": size,
                 "peak_rss_kb": peak,
                 "sidecar_peak_rss_kb": sidecar,
+                "cpu": cpu,
+                "sidecar_cpu": children.ru_utime + children.ru_stime,
                 **result.counts,
             }
         )
@@ -358,6 +366,9 @@ def main() -> None:
         choices=("both", *MODES),
         default="both",
         help="measure without planner statistics (none), after ANALYZE (fresh), or both",
+    )
+    parser.add_argument(
+        "--directory-only", action="store_true", help="measure the directory bundle, not the zip"
     )
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--zip", action="store_true", help=argparse.SUPPRESS)
@@ -393,7 +404,9 @@ def main() -> None:
         for mode in MODES if args.statistics == "both" else (args.statistics,):
             set_mode(mode)
             print(f"--- planner statistics: {mode} ---", flush=True)
-            measure(target_url, args.repeat)
+            measure(
+                target_url, args.repeat, zips=(False,) if args.directory_only else (False, True)
+            )
     finally:
         from django.db import connections
 
@@ -402,13 +415,13 @@ def main() -> None:
             drop_database(url, name)
 
 
-def measure(target_url: str, repeat: int) -> None:
+def measure(target_url: str, repeat: int, zips: tuple[bool, ...] = (False, True)) -> None:
     # Floors and exports alternate, so that a change in the machine's load (a shared box)
     # touches both alike; each figure is the best of its runs.
-    floors, exports = [], {False: [], True: []}
+    floors, exports = [], {zipped: [] for zipped in zips}
     for _ in range(repeat):
         floors.append(floor_seconds(target_url))
-        for zipped in (False, True):
+        for zipped in zips:
             with tempfile.TemporaryDirectory(prefix="pj-bench-export-") as tmp:
                 exports[zipped].append(run_child(target_url, Path(tmp), zipped))
     floor = min(f[0] for f in floors)
@@ -421,12 +434,15 @@ def measure(target_url: str, repeat: int) -> None:
         rss = max(r[2] for r in runs)
         report = runs[0][3]
         sidecar_rss = max(r[3]["sidecar_peak_rss_kb"] for r in runs) / 1024
+        cpu = min(r[3]["cpu"] for r in runs)
+        sidecar_cpu = min(r[3]["sidecar_cpu"] for r in runs)
         label = "zip (deflate 6)" if zipped else "directory"
         print(
             f"export {label:16s} wall {wall:6.2f} s, export itself {inside:6.2f} s "
             f"({inside / floor:4.2f}x the floor), {report['bytes'] / 1e6:,.0f} MB written, "
             f"peak RSS {rss:5.0f} MB (sidecar process {sidecar_rss:3.0f} MB); "
-            f"wall/floor {wall / floor:4.2f}x"
+            f"wall/floor {wall / floor:4.2f}x; CPU {cpu:.1f} s exporting + {sidecar_cpu:.1f} s "
+            "sidecar process"
         )
 
 

@@ -283,6 +283,8 @@ def main() -> int:
         stats = pstats.Stats(profiler)
         stats.sort_stats("cumulative").print_stats(30)
         stats.sort_stats("tottime").print_stats(25)
+        if os.environ.get("PJ_PROFILE_DUMP"):
+            stats.dump_stats(os.environ["PJ_PROFILE_DUMP"])
 
     tick_ms = 1000 / os.sysconf("SC_CLK_TCK")
 

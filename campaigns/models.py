@@ -381,7 +381,11 @@ class Topic(models.Model):
 
 
 class Document(models.Model):
-    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="documents")
+    # No index of its own: document_id_unique (campaign, doc_id) serves every lookup by campaign,
+    # and a lone one let the planner read a campaign's documents to find one.
+    campaign = models.ForeignKey(
+        Campaign, on_delete=models.CASCADE, related_name="documents", db_index=False
+    )
     doc_id = models.CharField(max_length=ID_MAX_LENGTH, validators=[id_validator])
     title = models.TextField(blank=True)
     # The body exactly as imported, and the form safe to show: nh3-sanitised HTML when the body

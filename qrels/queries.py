@@ -1,5 +1,5 @@
 """What the reports read from the database, besides the qrels themselves (qrels.policies,
-qrels.runscores.load_qrels): the stored runs, a campaign's size and fingerprint, the order of
+qrels.sources.load_qrels): the stored runs, a campaign's size and fingerprint, the order of
 its topics, and, for agreement, the assessors who judged and their labels paired in SQL.
 
 Reading is built for speed, because a campaign of 150 runs x 1,000 documents x 200 topics is 30M

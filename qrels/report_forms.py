@@ -14,8 +14,8 @@ from qrels.evaluation import MEASURES
 from qrels.formats import CONFLICT_POLICIES
 from qrels.policies import POLICIES, default_policy
 from qrels.queries import judging_assessors
-from qrels.runscores import QrelsSource
 from qrels.sampled import DEFAULT_MEASURES
+from qrels.sources import QrelsSource
 
 YES_NO = [("yes", "Included"), ("no", "Left out")]
 # Short enough for a select beside three others; the Export page explains each at length.

@@ -316,7 +316,7 @@ UNJUDGED_WARNING = 0.10
 class QrelsFacts:
     """The qrels a report was computed against, and what they hold."""
 
-    source: dict[str, Any]  # runscores.QrelsSource.as_params()
+    source: dict[str, Any]  # sources.QrelsSource.as_params()
     description: str
     topics: int
     entries: int

@@ -443,8 +443,8 @@ def read_batches(
 
 
 def _copy_blocks(sql: str, params: Sequence) -> Iterator[bytes]:
-    """PostgreSQL's fast path: one COPY, its messages (one line each) read through psycopg's
-    ``Copy`` iterator and joined ``COPY_ROWS`` at a time."""
+    """PostgreSQL's fast path: one COPY, its messages (one line each, :func:`_copy_messages`)
+    joined ``COPY_ROWS`` at a time."""
     connection.ensure_connection()
     with (
         connection.cursor() as cursor,
@@ -452,13 +452,41 @@ def _copy_blocks(sql: str, params: Sequence) -> Iterator[bytes]:
     ):
         parts: list = []
         append = parts.append
-        for data in copy:
+        for data in _copy_messages(copy, cursor.cursor.connection.pgconn):
             append(data)
             if len(parts) >= COPY_ROWS:
                 yield b"".join(parts)
                 parts.clear()
         if parts:
             yield b"".join(parts)
+
+
+def _copy_messages(copy, pgconn) -> Iterator[memoryview]:
+    """The messages of a ``COPY … TO STDOUT`` as psycopg's ``Copy`` iterator gives them, at a
+    third of its cost: each message libpq already holds is taken from it directly (psycopg's
+    ``Copy.read`` drives a generator and a wait per message, about 1.1 µs, most of reading a
+    row). When libpq holds none, ``Copy.read`` waits for the socket (and meets the end, when it
+    comes then); when libpq has met the end, the command's result is read here, as ``read``
+    would have (its ``finish`` then has nothing left to do)."""
+    from psycopg import DatabaseError
+    from psycopg.pq import ExecStatus
+
+    take = pgconn.get_copy_data
+    while True:
+        size, data = take(1)  # 1: never wait; 0 when nothing is buffered, -1 at the end
+        if size > 0:
+            yield data
+        elif size == 0:
+            data = copy.read()
+            if not data:
+                return
+            yield data
+        else:
+            while (result := pgconn.get_result()) is not None:
+                if result.status != ExecStatus.COMMAND_OK:
+                    message = result.error_message.decode(errors="replace")
+                    raise DatabaseError(f"The export's COPY failed: {message}")
+            return
 
 
 # --- Other reads ---------------------------------------------------------------------------------

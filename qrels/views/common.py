@@ -26,7 +26,7 @@ from django.utils.http import content_disposition_header
 from campaigns import jobs
 from campaigns.models import Campaign, Job, Upload
 from campaigns.uploads import UploadRefused, store_upload, upload_refusals
-from qrels import queries, runscores
+from qrels import queries, runscores, sources
 from qrels.policies import PolicyConflict
 from qrels.report_forms import UploadForm
 from qrels.reports import AgreementReport, RunReport, run_report_from_dict
@@ -199,10 +199,8 @@ def read_upload(request: HttpRequest, campaign: Campaign) -> tuple[UploadForm, A
     return form, (upload, None), []
 
 
-def upload_source(upload: Upload) -> runscores.QrelsSource:
-    return runscores.QrelsSource(
-        kind="upload", upload_name=upload.name, upload_sha256=upload.sha256
-    )
+def upload_source(upload: Upload) -> sources.QrelsSource:
+    return sources.QrelsSource(kind="upload", upload_name=upload.name, upload_sha256=upload.sha256)
 
 
 def page_url(name: str, slug: str, **query: Any) -> str:

@@ -37,6 +37,16 @@ def _hold_a_revision(item, started: threading.Event, release: threading.Event) -
         connections.close_all()
 
 
+def _hold_a_verdict(item, started: threading.Event, release: threading.Event) -> None:
+    try:
+        with transaction.atomic():
+            judge(item, 1)  # a first verdict: the queue entry done, its counter written
+            started.set()
+            release.wait(HOLD_SECONDS)
+    finally:
+        connections.close_all()
+
+
 def _timed(work) -> float:
     """Seconds ``work`` took on a connection of its own that refuses to wait for a lock long."""
     took: list[float] = []
@@ -95,6 +105,32 @@ def test_a_revision_in_progress_does_not_block_another_assessor(
         release.set()
         holder.join(15)
     assert took < 1.0, f"{second} waited {took:.2f}s behind another assessor's revision"
+
+
+def test_two_first_verdicts_on_one_shared_queue_do_not_wait_for_each_other(
+    postgres, campaign, assessor_a, assessor_b
+):
+    """A's first verdict on a queue entry is in its transaction (the entry done, A's progress
+    counted); B's first verdict on another entry of the same queue topic commits without
+    waiting: the queue's progress counters keep a row per claimer (assess.models.QueueProgress),
+    not one row the two verdicts would both update."""
+    pool = small_campaign(campaign, docs=4)
+    topics = list(campaign.topics.all())[:1]
+    (a,) = assign(campaign=campaign, pool=pool, user=assessor_a, topics=topics, mode="queue")
+    (b,) = assign(campaign=campaign, pool=pool, user=assessor_b, topics=topics, mode="queue")
+    a_item, b_item = claim_next(a), claim_next(b)
+    assert a_item.topic_id == b_item.topic_id
+
+    started, release = threading.Event(), threading.Event()
+    holder = threading.Thread(target=_hold_a_verdict, args=(a_item, started, release))
+    holder.start()
+    try:
+        assert started.wait(10), "A's verdict never started"
+        took = _timed(lambda: judge(b_item, 1))
+    finally:
+        release.set()
+        holder.join(15)
+    assert took < 1.0, f"B's queue verdict waited {took:.2f}s behind A's"
 
 
 def test_a_verdict_being_written_is_not_moved_to_another_assessor(

@@ -5,12 +5,12 @@ items, on SQLite and on PostgreSQL."""
 from __future__ import annotations
 
 import pytest
-from django.db.models import Count, Q
+from django.db.models import Count, Q, Sum
 
 from assess import repeats
 from assess.assignments import assign, end_assignment, reassign_topic
-from assess.judging import claim_next, next_item, panel_reads
-from assess.models import Assignment, AssignmentItem, TopicProgress
+from assess.judging import claim_next, next_item, panel_reads, progress
+from assess.models import Assignment, AssignmentItem, QueueItem, QueueProgress, TopicProgress
 from campaigns.members import add_member
 from tests.conftest import _user
 from tests.factories import judge, make_pool, small_campaign
@@ -93,3 +93,97 @@ def test_the_counters_follow_every_write(campaign, assessor_a, assessor_b):
     # Deleting an assignment's items (its deletion) leaves no stale count behind.
     Assignment.objects.filter(pk=qb.pk).delete()
     assert _kept() == _counted()
+
+
+def _queue_counted() -> dict[tuple[int, int], tuple[int, int]]:
+    rows = (
+        QueueItem.objects.values_list("pool_id", "topic_id")
+        .annotate(total=Count("pk"), done=Count("pk", filter=Q(done=True)))
+        .order_by()
+    )
+    return {(p, t): (total, done) for p, t, total, done in rows}
+
+
+def _queue_kept() -> dict[tuple[int, int], tuple[int, int]]:
+    rows = (
+        QueueProgress.objects.values_list("pool_id", "topic_id")
+        .annotate(total=Sum("total"), done=Sum("done"))
+        .order_by()
+    )
+    return {(p, t): (total, done) for p, t, total, done in rows if total}
+
+
+def test_the_queue_counters_follow_every_write(campaign, assessor_a, assessor_b):
+    """A shared queue's done / total per topic (QueueProgress), after builds, claims, verdicts,
+    ends, moves and deletes, equal a count of the queue; each assessor's verdicts write their
+    own row, so concurrent verdicts on one queue share none."""
+    pool = small_campaign(campaign, docs=12)
+    topics = list(campaign.topics.all())
+    (qa,) = assign(campaign=campaign, pool=pool, user=assessor_a, topics=topics, mode="queue")
+    assert _queue_kept() == _queue_counted()
+    assert set(QueueProgress.objects.filter(done__gt=0).values_list("slot", flat=True)) == set()
+    (qb,) = assign(campaign=campaign, pool=pool, user=assessor_b, topics=topics, mode="queue")
+    for _ in range(3):
+        judge(claim_next(qa), 1)
+    judge(claim_next(qb), 0)
+    claimed = claim_next(qb)  # claimed, not judged: counts nowhere yet
+    assert _queue_kept() == _queue_counted()
+    slots = dict(QueueProgress.objects.filter(done__gt=0).values_list("slot").annotate(Sum("done")))
+    assert slots == {qa.assessor_id: 3, qb.assessor_id: 1}
+    # The answer's read, and progress(), give the kept numbers.
+    totals = _queue_counted()
+    panel = panel_reads(qb, item=claimed)
+    counts = panel.counts[claimed.topic_id]
+    assert (counts.total, counts.judged) == totals[(pool.pk, claimed.topic_id)]
+    assert [(p.total, p.judged) for p in progress(qb)] == [
+        totals[(pool.pk, t.pk)] for t in qb.topics.all()
+    ]
+    # Writes outside the judging loop: an entry reopened, one handed to another claimer after it
+    # was done, one moved to another topic, one deleted.
+    done = list(QueueItem.objects.filter(done=True).order_by("pk"))
+    QueueItem.objects.filter(pk=done[0].pk).update(done=False)
+    QueueItem.objects.filter(pk=done[1].pk).update(claimed_by_id=qb.assessor_id)
+    open_entry = QueueItem.objects.filter(done=False, topic=topics[0]).order_by("pk").first()
+    QueueItem.objects.filter(pk=open_entry.pk).update(topic=topics[1], doc_id="moved-doc")
+    QueueItem.objects.filter(pk=done[2].pk).delete()
+    assert _queue_kept() == _queue_counted()
+
+
+def test_a_lost_trigger_is_put_back_and_its_counters_recounted(campaign, assessor_a):
+    """SQLite rebuilds a table to alter a column and the rebuilt table has no triggers: after
+    ``migrate`` the missing ones are back and the counters equal a count again, whatever was
+    written while they were gone."""
+    from django.core.management import call_command
+    from django.db import connection
+
+    from assess.counters import ensure_triggers
+
+    pool = small_campaign(campaign, docs=6)
+    topics = list(campaign.topics.all())
+    (primary,) = assign(campaign=campaign, pool=pool, user=assessor_a, topics=topics, seed=2)
+    (queue,) = assign(
+        campaign=campaign,
+        pool=make_pool(campaign, depth=6),
+        user=assessor_a,
+        topics=topics,
+        mode="queue",
+    )
+    drop = (
+        ["DROP TRIGGER assess_item_progress_update", "DROP TRIGGER assess_queue_progress_update"]
+        if connection.vendor == "sqlite"
+        else [
+            "DROP TRIGGER assess_item_progress_update ON assess_assignmentitem",
+            "DROP TRIGGER assess_queue_progress_update ON assess_queueitem",
+        ]
+    )
+    with connection.cursor() as cursor:
+        for statement in drop:
+            cursor.execute(statement)
+    judge(next_item(primary), 1)
+    judge(claim_next(queue), 1)
+    assert _kept() != _counted()
+    assert _queue_kept() != _queue_counted()
+    call_command("migrate", verbosity=0)
+    assert _kept() == _counted()
+    assert _queue_kept() == _queue_counted()
+    assert ensure_triggers() == []  # all present now: nothing to repair

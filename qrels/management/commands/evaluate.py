@@ -13,8 +13,9 @@ from qrels.formats import CONFLICT_POLICIES
 from qrels.management.commands.agreement import table
 from qrels.policies import POLICIES, PolicyConflict
 from qrels.reports import EvaluationReport, EvaluationRow, StabilityReport
-from qrels.runscores import QrelsSource, evaluation_report, parse_upload, stability_report
+from qrels.runscores import evaluation_report, stability_report
 from qrels.sampled import DEFAULT_MEASURES
+from qrels.sources import QrelsSource, parse_upload
 
 SHOWN_SWAPS = 20
 
