@@ -21,11 +21,13 @@ def restore_sqlite_triggers(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('assess', '0006_topic_progress'),
+        ('assess', '0008_queue_progress'),
         ('campaigns', '0007_adjudicator_role_revision_by'),
     ]
 
     operations = [
+        # Unapplied, the alterations below rebuild the table again: triggers back after them.
+        migrations.RunPython(migrations.RunPython.noop, restore_sqlite_triggers),
         migrations.CreateModel(
             name='GoldVerdict',
             fields=[
@@ -97,5 +99,5 @@ class Migration(migrations.Migration):
             model_name='goldverdict',
             constraint=models.UniqueConstraint(fields=('item', 'version'), name='gold_verdict_version_unique'),
         ),
-        migrations.RunPython(restore_sqlite_triggers, restore_sqlite_triggers),
+        migrations.RunPython(restore_sqlite_triggers, migrations.RunPython.noop),
     ]
