@@ -95,8 +95,8 @@ def _append_items(assignment: Assignment, order: list[tuple[int, str]]) -> int:
     link pairs the assessor already judged to that judgment (a judged document stays judged).
     Planted repeats and gold items (assess/repeats.py, assess/gold.py) are mixed in as the
     assignment asks. Returns how many of the pairs given were added."""
-    # A gold-only check is not the pair given as work: the work is added all the same.
-    held = set(assignment.items.filter(gold_only=False).values_list("topic_id", "doc_id"))
+    held = set(assignment.items.values_list("topic_id", "doc_id"))
+    _promote_gold_checks(assignment, order)
     start = assignment.items.aggregate(last=Max("position"))["last"] or 0
     earlier = Judgment.objects.filter(
         assessor=assignment.assessor, topic_id__in={t for t, _ in order}
@@ -130,6 +130,19 @@ def _append_items(assignment: Assignment, order: list[tuple[int, str]]) -> int:
     repeats.link_repeats(assignment, again)
     AssignmentItem.objects.bulk_create(again, batch_size=2000)
     return len(new)
+
+
+def _promote_gold_checks(assignment: Assignment, order: list[tuple[int, str]]) -> None:
+    """A gold-only check whose pair is now given as work, and is not judged yet, becomes that
+    work (an ordinary gold item, its verdict a judgment). One already judged stays a check: its
+    verdict was kept apart, and the pair is not served twice in one order."""
+    checks = assignment.items.filter(
+        gold_only=True, judgment__isnull=True, topic_id__in={t for t, _ in order}
+    ).values_list("pk", "topic_id", "doc_id")
+    wanted = set(order)
+    promote = [pk for pk, t, d in checks if (t, d) in wanted]
+    if promote:
+        AssignmentItem.objects.filter(pk__in=promote).update(gold_only=False)
 
 
 def _mix_gold(

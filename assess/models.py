@@ -114,7 +114,12 @@ class AssignmentItem(models.Model):
     # verdicts are GoldVerdicts (never a judgment, never in qrels or agreement), and once given,
     # ``judgment`` points at ``gold`` so the item counts as done. Never rendered to assessors.
     gold = models.ForeignKey(
-        Judgment, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        Judgment,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,  # a partial index below: most items are none
     )
     # A default in the database too: the queue's claim inserts items in raw SQL.
     gold_only = models.BooleanField(default=False, db_default=False)
@@ -127,8 +132,7 @@ class AssignmentItem(models.Model):
             ),
             models.UniqueConstraint(
                 fields=["assignment", "topic", "doc_id"],
-                # A gold-only check may precede the same pair given later as work.
-                condition=Q(repeat_of__isnull=True, gold_only=False),
+                condition=Q(repeat_of__isnull=True),
                 name="assignment_item_pair_unique",
             ),
         ]
@@ -155,6 +159,9 @@ class AssignmentItem(models.Model):
                 fields=["queue_item"],
                 condition=Q(queue_item__isnull=False),
                 name="assignment_item_queue_idx",
+            ),
+            models.Index(
+                fields=["gold"], condition=Q(gold__isnull=False), name="assignment_item_gold_idx"
             ),
         ]
 
