@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from assess import gold, repeats
-from assess.models import Assignment, AssignmentItem, QueueItem
+from assess.models import Assignment, AssignmentItem, HybridBudget, HybridPlan, QueueItem
 from campaigns.models import Assessor, Campaign, Judgment, Membership, Topic
 from pooling.models import Pool, PoolEntry
 
@@ -165,7 +165,7 @@ def _mix_gold(
     return gold.mix(planted, gold=found, k=k, rng=rng)
 
 
-def _ensure_queue(pool: Pool, topics: Sequence[Topic], *, seed: int) -> None:
+def ensure_queue(pool: Pool, topics: Sequence[Topic], *, seed: int) -> None:
     """Create the shared queue of each topic once (replica 0), in one seeded shuffled order."""
     pairs = pool_pairs(pool, topics)
     for topic in topics:
@@ -179,10 +179,17 @@ def _ensure_queue(pool: Pool, topics: Sequence[Topic], *, seed: int) -> None:
         )
 
 
+def overlap_size(documents: int, fraction: float) -> int:
+    """How many of a topic's ``documents`` an overlap of ``fraction`` doubles (rounded up)."""
+    if fraction >= 1:
+        return documents
+    return min(documents, math.ceil(round(fraction * documents, 9)))
+
+
 def _overlap_sample(docs: list[str], fraction: float, *, seed: int, topic: Topic) -> list[str]:
     if fraction >= 1:
         return list(docs)
-    k = min(len(docs), math.ceil(round(fraction * len(docs), 9)))
+    k = overlap_size(len(docs), fraction)
     return sorted(_rng(seed, "overlap", topic.topic_id).sample(sorted(docs), k))
 
 
@@ -232,6 +239,17 @@ def assign(
     if overlap is not None and not 0 < overlap <= 1:
         raise AssignmentError("The overlap is a fraction above 0 and at most 1.")
     _check_gold(campaign, mode, gold_source, gold_rate, gold_count)
+    budgeted = sorted(
+        HybridBudget.objects.filter(plan__pool=pool, topic__in=topics).values_list(
+            "topic__topic_id", flat=True
+        )
+    )
+    if budgeted and (mode != Assignment.Mode.QUEUE or overlap is not None):
+        raise AssignmentError(
+            f"Topics {', '.join(budgeted)} have a hybrid budget: they are judged through the "
+            "shared queue, one document at a time as the routing chooses (no primary or overlap "
+            "assignment)."
+        )
     assessor = _assessor_for(campaign, user)
     seed = seed if seed is not None else secrets.randbelow(2**31)
     created: list[Assignment] = []
@@ -260,6 +278,7 @@ def assign(
         gold_rate=gold_rate,
         gold_count=gold_count,
         created_by=by,
+        hybrid=mode == Assignment.Mode.QUEUE and HybridPlan.objects.filter(pool=pool).exists(),
     )
     main.topics.set(topics)
     created.append(main)
@@ -270,7 +289,7 @@ def assign(
             presentation_order(pairs, topics, seed=seed, assessor=assessor, interleave=interleave),
         )
     else:
-        _ensure_queue(pool, topics, seed=seed)
+        ensure_queue(pool, topics, seed=seed)
     if overlap is not None:
         if overlap_topics is not None:
             wanted = {t.pk for t in overlap_topics}
@@ -292,31 +311,16 @@ def assign(
             if partner is None:
                 raise AssignmentError("An overlap in primary mode needs a partner assessor.")
             second = _assessor_for(campaign, partner)
-            if second == assessor:
-                raise AssignmentError("The overlap partner must be another assessor.")
-            copy = Assignment.objects.create(
-                campaign=campaign,
-                pool=pool,
-                assessor=second,
-                mode=Assignment.Mode.OVERLAP,
-                seed=seed,
-                interleave=interleave,
-                overlap_fraction=overlap,
-                partner=assessor,
-                repeat_rate=repeat_rate,
-                gold_source=gold_source,
-                gold_rate=gold_rate,
-                gold_count=gold_count,
-                created_by=by,
+            created.append(
+                add_overlap(
+                    primary=main,
+                    topics=topics,
+                    partner=second,
+                    fraction=overlap,
+                    by=by,
+                    pairs=pairs,
+                )
             )
-            copy.topics.set(topics)
-            _append_items(
-                copy,
-                presentation_order(
-                    chosen, topics, seed=seed, assessor=second, interleave=interleave
-                ),
-            )
-            created.append(copy)
     return created
 
 
@@ -351,6 +355,61 @@ def _check_gold(
         raise AssignmentError(
             "A shared queue has no gold documents: its documents are drawn one at a time."
         )
+
+
+@transaction.atomic
+def add_overlap(
+    *,
+    primary: Assignment,
+    topics: Sequence[Topic],
+    partner: Assessor,
+    fraction: float,
+    by=None,
+    pairs: dict[int, list[str]] | None = None,
+) -> Assignment:
+    """Give ``partner`` a ``fraction`` of the documents of ``topics`` that ``primary`` (a
+    primary assignment) holds, for agreement: an overlap assignment with the primary's seed,
+    interleaving and repeat rate, so the sample is the one ``assign(overlap=...)`` draws with
+    that seed. Documents the partner still has open elsewhere are not given again; documents
+    they already judged arrive judged. ``pairs`` (topic pk -> pooled documents) when the caller
+    has read them."""
+    if primary.mode != Assignment.Mode.PRIMARY:
+        raise AssignmentError("An overlap doubles primary work.")
+    if partner.pk == primary.assessor_id:
+        raise AssignmentError("The overlap partner must be another assessor.")
+    if not 0 < fraction <= 1:
+        raise AssignmentError("The overlap is a fraction above 0 and at most 1.")
+    topics = sorted(topics, key=lambda t: (t.position, t.topic_id))
+    if pairs is None:
+        pairs = pool_pairs(primary.pool, topics)
+    chosen = {}
+    for topic in topics:
+        sample = _overlap_sample(pairs.get(topic.pk, []), fraction, seed=primary.seed, topic=topic)
+        held = _open_pairs_held(partner, topic, sample)
+        chosen[topic.pk] = [doc for doc in sample if doc not in held]
+    copy = Assignment.objects.create(
+        campaign=primary.campaign,
+        pool=primary.pool,
+        assessor=partner,
+        mode=Assignment.Mode.OVERLAP,
+        seed=primary.seed,
+        interleave=primary.interleave,
+        overlap_fraction=fraction,
+        partner=primary.assessor,
+        repeat_rate=primary.repeat_rate,
+        gold_source=primary.gold_source,
+        gold_rate=primary.gold_rate,
+        gold_count=primary.gold_count,
+        created_by=by,
+    )
+    copy.topics.set(topics)
+    _append_items(
+        copy,
+        presentation_order(
+            chosen, topics, seed=primary.seed, assessor=partner, interleave=primary.interleave
+        ),
+    )
+    return copy
 
 
 @transaction.atomic
@@ -391,6 +450,7 @@ def reassign(*, assignment: Assignment, topics: Sequence[Topic], to_user, by=Non
             mode=Assignment.Mode.QUEUE,
             seed=assignment.seed,
             created_by=by,
+            hybrid=assignment.hybrid,
         )
         destination.topics.add(*topics)
         _drop_emptied_topics(assignment, topics)

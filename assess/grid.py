@@ -14,8 +14,11 @@ from django.db.models import Count
 
 from assess.assignments import (
     AssignmentError,
+    add_overlap,
     assign,
     end_assignment,
+    overlap_size,
+    pool_pairs,
     reassign_topic,
 )
 from assess.models import Assignment, AssignmentItem, QueueItem
@@ -119,6 +122,130 @@ def apply_deal(*, campaign: Campaign, pool: Pool, plan: DealPlan, by=None) -> li
             made += assign(
                 campaign=campaign, pool=pool, user=share.assessor.user, topics=share.topics, by=by
             )
+    return made
+
+
+# --- Overlap for agreement ------------------------------------------------------------------
+
+
+@dataclass
+class OverlapShare:
+    """One topic's overlap: ``partner`` also judges ``documents`` of what ``primary`` holds."""
+
+    topic: Topic
+    primary: Assignment
+    partner: Assessor
+    documents: int
+
+
+@dataclass
+class OverlapPlan:
+    fraction: float
+    shares: list[OverlapShare]
+    # Topics left out, each with the reason (no primary assessor, already overlapped, ...).
+    skipped: list[tuple[Topic, str]]
+
+    def signature(self) -> str:
+        """What the preview showed, to check the plan applied is that plan."""
+        return f"{self.fraction!r}|" + ";".join(
+            f"{share.topic.pk}:{share.primary.pk}:{share.partner.pk}" for share in self.shares
+        )
+
+    def by_partner(self) -> list[tuple[Assessor, list[OverlapShare], int]]:
+        """The shares grouped by who judges them: (partner, shares, documents), in the order
+        of the assessors chosen."""
+        groups: dict[int, tuple[Assessor, list[OverlapShare]]] = {}
+        for share in self.shares:
+            groups.setdefault(share.partner.pk, (share.partner, []))[1].append(share)
+        return [(a, shares, sum(s.documents for s in shares)) for a, shares in groups.values()]
+
+
+def plan_overlap(
+    *, pool: Pool, topics: Sequence[Topic], assessors: Sequence[Assessor], fraction: float | None
+) -> OverlapPlan:
+    """Give a ``fraction`` of each of ``topics`` (those held as primary work and not overlapped
+    yet) to a second assessor among ``assessors`` for agreement: the largest topic first, to
+    whoever of them (never its primary assessor) has the fewest overlap documents so far, as
+    the round-robin deal balances work. The documents are the sample ``assign(overlap=...)``
+    draws (seeded by the primary assignment). AssignmentError if nothing can be planned."""
+    if fraction is None or not 0 < fraction <= 1:
+        raise AssignmentError("Give the overlap: a share of each topic, such as 10% or 0.1.")
+    if not topics:
+        raise AssignmentError("Choose at least one topic to overlap.")
+    if len(assessors) < 1:
+        raise AssignmentError("Choose at least one assessor to judge the overlap.")
+    topics = sorted(topics, key=lambda t: (t.position, t.topic_id))
+    primaries: dict[int, Assignment] = {}
+    for assignment in (
+        Assignment.objects.filter(
+            pool=pool, active=True, mode=Assignment.Mode.PRIMARY, topics__in=list(topics)
+        )
+        .select_related("assessor")
+        .prefetch_related("topics")
+        .order_by("pk")
+    ):
+        for topic in assignment.topics.all():
+            primaries.setdefault(topic.pk, assignment)
+    overlapped: dict[int, str] = {}
+    for topic_pk, name in (
+        Assignment.objects.filter(
+            pool=pool, active=True, mode=Assignment.Mode.OVERLAP, topics__in=list(topics)
+        )
+        .order_by("pk")
+        .values_list("topics", "assessor__name")
+    ):
+        overlapped.setdefault(topic_pk, name)
+    pairs = pool_pairs(pool, topics)
+    sizes = {t.pk: overlap_size(len(pairs.get(t.pk, [])), fraction) for t in topics}
+    skipped: list[tuple[Topic, str]] = []
+    wanted: list[Topic] = []
+    for topic in topics:
+        primary = primaries.get(topic.pk)
+        if primary is None:
+            skipped.append((topic, "nobody holds it as primary work: give or deal it first"))
+        elif topic.pk in overlapped:
+            skipped.append((topic, f"already overlapped with {overlapped[topic.pk]}"))
+        elif not [a for a in assessors if a.pk != primary.assessor_id]:
+            skipped.append((topic, f"no chosen assessor but its own ({primary.assessor.name})"))
+        elif not sizes[topic.pk]:
+            skipped.append((topic, "no document to judge in this pool"))
+        else:
+            wanted.append(topic)
+    load = {a.pk: 0 for a in assessors}
+    order = {a.pk: i for i, a in enumerate(assessors)}
+    shares: list[OverlapShare] = []
+    for topic in sorted(wanted, key=lambda t: -sizes[t.pk]):  # stable: topic order on ties
+        primary = primaries[topic.pk]
+        partner = min(
+            (a for a in assessors if a.pk != primary.assessor_id),
+            key=lambda a: (load[a.pk], order[a.pk]),
+        )
+        load[partner.pk] += sizes[topic.pk]
+        shares.append(OverlapShare(topic, primary, partner, sizes[topic.pk]))
+    shares.sort(
+        key=lambda share: (order[share.partner.pk], share.topic.position, share.topic.topic_id)
+    )
+    return OverlapPlan(fraction=fraction, shares=shares, skipped=skipped)
+
+
+@transaction.atomic
+def apply_overlap(*, pool: Pool, plan: OverlapPlan, by=None) -> list[Assignment]:
+    """Carry out a planned overlap: one overlap assignment per partner and primary assignment
+    (assess.assignments.add_overlap), so each keeps its primary's seed and order settings."""
+    groups: dict[tuple[int, int], list[OverlapShare]] = {}
+    for share in plan.shares:
+        groups.setdefault((share.primary.pk, share.partner.pk), []).append(share)
+    made = []
+    for shares in groups.values():
+        made.append(
+            add_overlap(
+                primary=shares[0].primary,
+                topics=[share.topic for share in shares],
+                partner=shares[0].partner,
+                fraction=plan.fraction,
+                by=by,
+            )
+        )
     return made
 
 

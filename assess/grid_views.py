@@ -1,7 +1,8 @@
-"""The grid's actions (assess.grid): a cell's panel (give, move, end) and dealing selected topics
-round-robin. Each POST without ``confirm`` answers with the preview (what moves, what stays
-judged); the preview's button posts the same fields with ``confirm`` and applies it. With htmx
-the panel swaps in place; without JavaScript every step is an ordinary page and form."""
+"""The grid's actions (assess.grid): a cell's panel (give, move, end), dealing selected topics
+round-robin, and giving a share of selected topics to second assessors (overlap). Each POST
+without ``confirm`` answers with the preview (what moves, what stays judged); the preview's
+button posts the same fields with ``confirm`` and applies it. With htmx the panel swaps in
+place; without JavaScript every step is an ordinary page and form."""
 
 from __future__ import annotations
 
@@ -13,14 +14,17 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from assess.assignments import AssignmentError
+from assess.forms import parse_fraction
 from assess.grid import (
     ACTIONS,
     MOVE,
     apply_cell,
     apply_deal,
+    apply_overlap,
     cell_work,
     plan_cell,
     plan_deal,
+    plan_overlap,
 )
 from assess.organiser import _render_workspace as render_workspace
 from campaigns.access import get_campaign_for
@@ -166,5 +170,68 @@ def grid_deal(request: HttpRequest, slug: str, version: int) -> HttpResponse:
         "assess/organiser/_grid_deal.html"
         if _fragment(request)
         else ("assess/organiser/grid_deal.html")
+    )
+    return render(request, template, context, status=status)
+
+
+@login_required
+@require_POST
+def grid_overlap(request: HttpRequest, slug: str, version: int) -> HttpResponse:
+    """Give ``overlap`` (a share such as 10% or 0.1) of each chosen topic held as primary work
+    to a second assessor among the chosen ones, for agreement, balanced by documents: the plan
+    first, then (``confirm`` with the plan's signature) the overlap assignments. A preview the
+    assignments have changed since is refused (409) with the plan as it now stands."""
+    campaign = get_campaign_for(request, slug)
+    pool = _pool(campaign, version)
+    wanted_topics = set(request.POST.getlist("topics"))
+    wanted_people = set(request.POST.getlist("assessors"))
+    topics = [t for t in pool.topics.order_by("position", "topic_id") if str(t.pk) in wanted_topics]
+    people = [a for a in _people(campaign) if str(a.pk) in wanted_people]
+    raw = request.POST.get("overlap", "")
+    plan, error, status = None, "", 200
+    try:
+        try:
+            fraction = parse_fraction(raw)
+        except ValueError as exc:
+            raise AssignmentError(f"Overlap: {exc}") from None
+        plan = plan_overlap(pool=pool, topics=topics, assessors=people, fraction=fraction)
+        if request.POST.get("confirm"):
+            if not plan.shares:
+                raise AssignmentError("None of the chosen topics can be overlapped: see why above.")
+            if request.POST.get("signature") != plan.signature():
+                error, status = (
+                    "The assignments changed since the preview: here is the overlap as it stands.",
+                    409,
+                )
+            else:
+                made = apply_overlap(pool=pool, plan=plan, by=request.user)
+                topics_done = len(plan.shares)
+                return _done(
+                    request,
+                    campaign,
+                    pool,
+                    f"Overlap of {raw.strip()} set on {topics_done} topic"
+                    f"{'s' if topics_done != 1 else ''} ({len(made)} overlap assignment"
+                    f"{'s' if len(made) != 1 else ''}).",
+                )
+    except AssignmentError as exc:
+        error, status = str(exc), 400
+        # A refused confirm keeps its preview when there is one to show.
+        plan = plan if plan is not None and plan.shares else None
+    context = {
+        "campaign": campaign,
+        "pool": pool,
+        "plan": plan,
+        "error": error,
+        "topics": topics,
+        "people": people,
+        "overlap": raw.strip(),
+        "grid_url": _grid_url(campaign, pool),
+        "overlap_url": request.path,
+    }
+    template = (
+        "assess/organiser/_grid_overlap.html"
+        if _fragment(request)
+        else "assess/organiser/grid_overlap.html"
     )
     return render(request, template, context, status=status)

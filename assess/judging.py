@@ -22,6 +22,7 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from django.utils import timezone
 
+from assess import hybrid
 from assess.models import Assignment, AssignmentItem, QueueItem, QueueProgress
 from assess.models import TopicProgress as ProgressCounter
 from campaigns.judgments import InvalidLabel, StaleJudgment, Timing, _stored, record_judgment
@@ -92,7 +93,12 @@ def claim_next(assignment: Assignment, *, locked: bool = False) -> AssignmentIte
             )
             if is_adaptive:  # pooling.adaptive chooses the documents; overlap copies stay here
                 candidates = candidates.filter(replica__gt=0)
-            candidate = candidates.order_by("replica", "order", "pk").first()
+            ordering = ("replica", "order", "pk")
+            if assignment.hybrid:  # a hybrid budget's routing ranks the strata (assess/hybrid.py)
+                order = hybrid.claim_order(assignment, expired=expired)
+                candidates = hybrid.order_candidates(candidates, order)
+                ordering = ("hybrid_rank", *ordering)
+            candidate = candidates.order_by(*ordering).first()
         if candidate is None:
             return None
         previous = candidate.claimed_by_id
@@ -350,6 +356,11 @@ SELECT (SELECT count(*) FROM item) AS ours,
     + (SELECT count(*) FROM seen)
 FROM (SELECT 1) AS one LEFT JOIN up ON true
 """  # noqa: S608
+# A verdict on a hybrid budget's queue entry also reads the routing's state (assess/hybrid.py),
+# so the answer's claim of the next document costs no read of its own.
+_SUBMIT_TAIL = "FROM (SELECT 1) AS one LEFT JOIN up ON true"
+_SUBMIT_SQL_HYBRID = _SUBMIT_SQL.replace(_SUBMIT_TAIL, f", {hybrid.SUBMIT_STATE}\n{_SUBMIT_TAIL}")
+assert _SUBMIT_SQL_HYBRID != _SUBMIT_SQL
 
 
 def _submit_in_one_statement(item: AssignmentItem, **fields) -> tuple[Judgment, bool]:
@@ -376,10 +387,21 @@ def _submit_in_one_statement(item: AssignmentItem, **fields) -> tuple[Judgment, 
         "assignment": item.assignment_id,
         "shown": fields["shown_token"],
     }
+    sql = _SUBMIT_SQL
+    routed = assignment.hybrid and item.queue_item_id is not None
+    if routed:
+        expired = params["now"] - timedelta(minutes=CLAIM_MINUTES)
+        params.update(
+            hybrid.submit_params(assignment, queue_item=item.queue_item_id, expired=expired)
+        )
+        sql = _SUBMIT_SQL_HYBRID
     with connection.cursor() as cursor:
-        cursor.execute(_SUBMIT_SQL, params)
+        cursor.execute(sql, params)
         row = cursor.fetchone()
     ours, dup, written = row[0], row[1], row[2 : 2 + len(_JUDGMENT_COLUMNS)]
+    if routed and written[0] is not None:
+        # Kept for this request's answer (_claiming_panel): the order after this verdict.
+        assignment.hybrid_order = hybrid.answer_order(row[-2], row[-1], label=fields["label"])
     if dup is not None and written[0] is None:
         # Sent before: the stored verdict, if it was sent for this very document.
         done = _replayed(fields["submission_id"], assignment, item)
@@ -532,7 +554,7 @@ cand AS (
     FROM assess_queueitem q
     WHERE NOT EXISTS (SELECT 1 FROM opened) AND q.pool_id = %(pool)s AND NOT q.done
       AND (q.claimed_by_id IS NULL OR q.claimed_at < %(expired)s) AND {which}
-    ORDER BY q.replica, q."order", q.id
+    ORDER BY {rank}q.replica, q."order", q.id
     LIMIT 1
     FOR UPDATE OF q SKIP LOCKED
 ),
@@ -587,6 +609,16 @@ _STATIC_CANDIDATES = f"""q.topic_id = ANY (ARRAY({_ASSIGNMENT_TOPICS}))
         SELECT 1 FROM campaigns_judgment jj
         WHERE jj.assessor_id = %(assessor)s AND jj.topic_id = q.topic_id
           AND jj.doc_id = q.doc_id))"""  # noqa: S608 - fixed SQL
+# A hybrid budget's order (assess.hybrid.claim_order): entries it does not route first, then the
+# routed entries of the strata allowed now, by rank; a stratum not listed is not served.
+_HYBRID_STRATA = (
+    "unnest(%(hybrid_topics)s::bigint[], %(hybrid_strata)s::integer[], "
+    "%(hybrid_ranks)s::integer[]) AS h(topic, stratum, rank)"
+)
+_HYBRID_ALLOWED = f"""(q.stratum IS NULL OR EXISTS (
+        SELECT 1 FROM {_HYBRID_STRATA} WHERE h.topic = q.topic_id AND h.stratum = q.stratum))"""  # noqa: S608
+_HYBRID_RANK = f"""COALESCE((SELECT h.rank FROM {_HYBRID_STRATA}
+        WHERE h.topic = q.topic_id AND h.stratum = q.stratum), -1), """  # noqa: S608
 # The document the adaptive order chose (pooling.adaptive.choose_from).
 _CHOSEN_CANDIDATE = "q.topic_id = %(topic)s AND q.doc_id = %(doc)s AND q.replica = 0"
 # What an adaptive pool's order reads when the assessor has nothing open (rows 't', 'r', 'q':
@@ -731,7 +763,23 @@ def _claiming_panel(
     opened = _CUR_AFTER if after is not None else f"{_CUR_AT} AND false"
     pool = assignment.pool
     if adaptive.options(pool) is None:
-        claim = _CLAIM.format(opened=opened, which=_STATIC_CANDIDATES)
+        if assignment.hybrid:
+            # A hybrid budget (assess/hybrid.py): the claim of the best stratum's next entry,
+            # ranked from the state the verdict's statement read (else one read more).
+            order = assignment.__dict__.pop("hybrid_order", None) or hybrid.claim_order(
+                assignment, expired=base["expired"]
+            )
+            which = f"{_STATIC_CANDIDATES} AND {_HYBRID_ALLOWED}"
+            claim = _CLAIM.format(opened=opened, which=which, rank=_HYBRID_RANK)
+            return _read_panel(
+                assignment,
+                cur=_CLAIM_CUR,
+                claim=claim,
+                after=after,
+                also=also_topic,
+                extra={**base, **order},
+            )
+        claim = _CLAIM.format(opened=opened, which=_STATIC_CANDIDATES, rank="")
         return _read_panel(
             assignment, cur=_CLAIM_CUR, claim=claim, after=after, also=also_topic, extra=base
         )
@@ -779,7 +827,7 @@ def _claiming_panel(
         panel = _read_panel(
             assignment,
             cur=_CLAIM_CUR,
-            claim=_CLAIM.format(opened=opened, which=which),
+            claim=_CLAIM.format(opened=opened, which=which, rank=""),
             after=after,
             also=also_topic,
             extra=values,

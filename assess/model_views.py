@@ -121,5 +121,10 @@ def model_judges(request: HttpRequest, slug: str) -> HttpResponse:
     return render(
         request,
         "assess/organiser/models.html",
-        {"campaign": campaign, "form": form, "configs": configs},
+        {
+            "campaign": campaign,
+            "form": form,
+            "configs": configs,
+            "pools": campaign.pools.built().order_by("-version"),
+        },
     )

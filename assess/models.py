@@ -58,6 +58,10 @@ class Assignment(models.Model):
     )
     gold_rate = models.FloatField(default=0)
     gold_count = models.PositiveIntegerField(null=True, blank=True)
+    # A shared queue of a pool with a hybrid budget (assess/hybrid.py): its documents are chosen
+    # one at a time by the budget's routing, not read off the queue's shuffled order. Kept on
+    # the row the judging answer loads anyway, so a static queue pays nothing to know it.
+    hybrid = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -183,6 +187,10 @@ class QueueItem(models.Model):
     )
     claimed_at = models.DateTimeField(null=True, blank=True)
     done = models.BooleanField(default=False)
+    # Under a hybrid budget (assess/hybrid.py): the model's stratum of the pair (its label, or
+    # the tenth of its probability of relevance), by which the routing gives pairs out. None:
+    # not routed (no budget on the topic, or a pair the model did not label).
+    stratum = models.SmallIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["pool", "topic", "order"]
@@ -421,3 +429,57 @@ class QueueProgress(models.Model):
 
     def __str__(self) -> str:
         return f"{self.done}/{self.total} of topic {self.topic_id} in pool {self.pool_id}"
+
+
+class HybridPlan(models.Model):
+    """A pool's hybrid budget (assess/hybrid.py): people are sent first to the pairs a model
+    assessor is least sure of, up to a budget per topic (:class:`HybridBudget`); the pairs they
+    were not sent to can then be filled with the model's labels calibrated on theirs."""
+
+    class Routing(models.TextChoices):
+        UNCERTAIN = "uncertain", "Least certain first (learns from each verdict)"
+        BOUNDARY = "boundary", "Nearest the threshold first"
+        RANDOM = "random", "Random (for comparison)"
+
+    pool = models.OneToOneField(Pool, on_delete=models.CASCADE, related_name="hybrid_plan")
+    model = models.ForeignKey(Assessor, on_delete=models.PROTECT, related_name="+")
+    routing = models.CharField(max_length=20, choices=Routing.choices, default=Routing.UNCERTAIN)
+    # Strata from the model's probabilities of relevance (its logprobs) instead of its labels.
+    probabilities = models.BooleanField(default=False)
+    # The campaign's relevance threshold when the plan was set: the strata were cut by it.
+    threshold = models.IntegerField()
+    seed = models.BigIntegerField()
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    def __str__(self) -> str:
+        return f"hybrid budget of pool v{self.pool.version} by {self.model}"
+
+
+class HybridBudget(models.Model):
+    """One topic's budget: a share (percent) or a count of its routed pairs for people."""
+
+    plan = models.ForeignKey(HybridPlan, on_delete=models.CASCADE, related_name="budgets")
+    topic = models.ForeignKey(Topic, on_delete=models.PROTECT, related_name="+")
+    percent = models.DecimalField(max_digits=5, decimal_places=2, null=True, blank=True)
+    count = models.PositiveIntegerField(null=True, blank=True)
+    # The pool's pairs of the topic the model labelled (routed), and how many of them people are
+    # sent to: the budget worked out when it was set.
+    routed = models.PositiveIntegerField(default=0)
+    allowed = models.PositiveIntegerField(default=0)
+    filled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["plan", "topic"]
+        constraints = [
+            models.UniqueConstraint(fields=["plan", "topic"], name="hybrid_budget_topic_unique"),
+            models.CheckConstraint(
+                condition=Q(percent__isnull=True) ^ Q(count__isnull=True),
+                name="hybrid_budget_share_or_count",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.allowed}/{self.routed} of topic {self.topic_id}"

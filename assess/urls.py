@@ -1,6 +1,6 @@
 from django.urls import path
 
-from assess import flow_views, grid_views, model_views, organiser, views
+from assess import flow_views, grid_views, hybrid_views, model_views, organiser, views
 
 app_name = "assess"
 
@@ -41,6 +41,11 @@ urlpatterns += [
     ),
     path("<slug:slug>/assessors/pools/<int:version>/move/", organiser.move_work, name="move"),
     path(
+        "<slug:slug>/assessors/pools/<int:version>/hybrid/",
+        hybrid_views.hybrid_budget,
+        name="hybrid",
+    ),
+    path(
         "<slug:slug>/assessors/pools/<int:version>/rebalance/",
         organiser.rebalance_work,
         name="rebalance",
@@ -54,6 +59,11 @@ urlpatterns += [
         "<slug:slug>/assessors/pools/<int:version>/deal/",
         grid_views.grid_deal,
         name="grid_deal",
+    ),
+    path(
+        "<slug:slug>/assessors/pools/<int:version>/overlap/",
+        grid_views.grid_overlap,
+        name="grid_overlap",
     ),
     path(
         "<slug:slug>/assessors/assignments/<int:pk>/end/",

@@ -377,7 +377,7 @@ def campaign_labels(pool: Pool) -> dict[str, dict[str, int]]:
 
     rows = (
         Judgment.objects.filter(campaign_id=pool.campaign_id, topic__in=pool.topics.all())
-        .exclude(assessor__kind=Assessor.Kind.MODEL)
+        .exclude(assessor__kind__in=(Assessor.Kind.MODEL, Assessor.Kind.FILLED))
         .order_by("judged_at", "pk")
         .values_list("topic__topic_id", "doc_id", "label")
     )

@@ -109,7 +109,10 @@ def _run_topic_rows(
 def _verdicts(campaign: Campaign):
     # A model's label is not a verdict here (issue 20): a residual pool must still send people
     # the pairs only a model labelled, and a model's leniency must not steer what they judge.
-    return Judgment.objects.filter(campaign=campaign).exclude(assessor__kind=Assessor.Kind.MODEL)
+    # Nor is a hybrid budget's filled label (a model's, calibrated).
+    return Judgment.objects.filter(campaign=campaign).exclude(
+        assessor__kind__in=(Assessor.Kind.MODEL, Assessor.Kind.FILLED)
+    )
 
 
 def judged_pairs(campaign: Campaign) -> set[tuple[str, str]]:
@@ -579,7 +582,7 @@ def judging_progress(*, pool: Pool) -> dict[str, Any]:
         topic_id=OuterRef("topic_id"),
         doc_id=OuterRef("doc_id"),
         label__gte=0,
-    ).exclude(assessor__kind=Assessor.Kind.MODEL)
+    ).exclude(assessor__kind__in=(Assessor.Kind.MODEL, Assessor.Kind.FILLED))
     relevant = judged.filter(label__gte=campaign.relevance_threshold)
     rows = (
         PoolEntry.objects.filter(pool=pool)

@@ -188,3 +188,108 @@ def adjudicated_labels(
     ).order_by()
     wanted = set(pairs)
     return {(j.topic_id, j.doc_id): j for j in found if (j.topic_id, j.doc_id) in wanted}
+
+
+# --- Every adjudication of a campaign ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AdjudicationEntry:
+    """One act of adjudication (a revision of a pair's adjudicated label), with the labels the
+    assessors gave the pair as they stand now."""
+
+    topic: str
+    topic_pk: int
+    doc_id: str
+    label: int
+    reason: str
+    by: str
+    at: datetime
+    version: int
+    current: bool  # the pair's adjudicated label now (a later adjudication replaced it if not)
+    verdicts: list[tuple[str, str, int]]  # (assessor, kind, label): people, imported, models
+
+
+ADJUDICATION_COLUMNS = [
+    "topic",
+    "doc_id",
+    "adjudicated_label",
+    "reason",
+    "by",
+    "at",
+    "version",
+    "current",
+    "assessor_labels",
+]
+
+
+def adjudication_log(
+    *, campaign: Campaign, limit: int | None = None, offset: int = 0
+) -> tuple[int, list[AdjudicationEntry]]:
+    """(how many, the entries): every adjudication of ``campaign``, newest first, each with who
+    gave it, when, the reason, whether it is still the pair's label, and every assessor's
+    current label on the pair (by kind, then name). Three queries, whatever the number."""
+    revisions = JudgmentRevision.objects.filter(
+        judgment__campaign=campaign, judgment__assessor__kind=Assessor.Kind.ADJUDICATED
+    )
+    total = revisions.count()
+    chosen = revisions.select_related("by", "judgment__topic").order_by("-judged_at", "-pk")
+    rows = list(chosen[offset : offset + limit] if limit is not None else chosen[offset:])
+    pairs = {(r.judgment.topic_id, r.judgment.doc_id) for r in rows}
+    verdicts: dict[tuple[int, str], list[tuple[str, str, int]]] = {}
+    if pairs:
+        found = (
+            Judgment.objects.filter(
+                campaign=campaign,
+                topic_id__in={t for t, _ in pairs},
+                doc_id__in={d for _, d in pairs},
+            )
+            .exclude(assessor__kind=Assessor.Kind.ADJUDICATED)
+            .values_list("topic_id", "doc_id", "assessor__name", "assessor__kind", "label")
+            .order_by()
+        )
+        for topic_pk, doc_id, name, kind, label in found:
+            if (topic_pk, doc_id) in pairs:
+                verdicts.setdefault((topic_pk, doc_id), []).append((name, kind, label))
+    order = {Assessor.Kind.PERSON: 0, Assessor.Kind.IMPORTED: 1, Assessor.Kind.MODEL: 2}
+    entries = [
+        AdjudicationEntry(
+            topic=r.judgment.topic.topic_id,
+            topic_pk=r.judgment.topic_id,
+            doc_id=r.judgment.doc_id,
+            label=r.label,
+            reason=r.note,
+            by=r.by.get_username() if r.by is not None else "",
+            at=r.judged_at,
+            version=r.version,
+            current=r.version == r.judgment.version,
+            verdicts=sorted(
+                verdicts.get((r.judgment.topic_id, r.judgment.doc_id), []),
+                key=lambda v: (order.get(v[1], 3), v[0]),
+            ),
+        )
+        for r in rows
+    ]
+    return total, entries
+
+
+def adjudication_csv_rows(entries: list[AdjudicationEntry]) -> list[list[object]]:
+    """The rows of the adjudications CSV (ADJUDICATION_COLUMNS): the assessors' labels as
+    ``name=label`` separated by ``; ``, a model's name followed by ``(model)``."""
+    return [
+        [
+            e.topic,
+            e.doc_id,
+            e.label,
+            e.reason,
+            e.by,
+            e.at.isoformat(),
+            e.version,
+            "yes" if e.current else "no",
+            "; ".join(
+                f"{name}{' (model)' if kind == Assessor.Kind.MODEL else ''}={label}"
+                for name, kind, label in e.verdicts
+            ),
+        ]
+        for e in entries
+    ]

@@ -125,9 +125,15 @@ class ExportOptions:
     pool: int | None  # version
     zip: bool
     include_models: bool = False
+    include_filled: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # include_filled is written only when asked: an export without filled labels keeps
+        # the bytes it had before hybrid budgets existed.
+        options = asdict(self)
+        if not self.include_filled:
+            del options["include_filled"]
+        return options
 
 
 def _judgment_count(s: Scope) -> int:
@@ -159,6 +165,7 @@ def export_bundle(
     zip: bool = False,
     progress: ProgressFn = no_progress,
     include_models: bool = False,
+    include_filled: bool = False,
     name: str | None = None,
     compresslevel: int = 6,
     now: datetime | None = None,
@@ -170,8 +177,10 @@ def export_bundle(
     default :func:`bundle_name`). The other options are those of
     :func:`qrels.policies.campaign_qrels`; ``usernames`` names people by login instead of their
     stable pseudonym; ``include_models`` lets models' labels into the qrels, the sidecar and
-    the counts (they are left out by default). Raises PolicyConflict (nothing written) under
-    ``refuse`` when assessors disagree, ExportError for options the campaign cannot satisfy.
+    the counts (they are left out by default), ``include_filled`` a hybrid budget's filled
+    labels (assess/hybrid.py; left out by default too). Raises PolicyConflict (nothing
+    written) under ``refuse`` when assessors disagree, ExportError for options the campaign
+    cannot satisfy.
     """
     policy = policy or default_policy(campaign)
     if policy not in POLICIES:
@@ -184,6 +193,7 @@ def export_bundle(
             include_imported=include_imported,
             pool=pool,
             include_models=include_models,
+            include_filled=include_filled,
         )
     except ValueError as exc:
         raise ExportError(str(exc)) from None
@@ -201,6 +211,7 @@ def export_bundle(
         pool=pool.version if pool is not None else None,
         zip=zip,
         include_models=include_models,
+        include_filled=include_filled,
     )
     exported_at = now or timezone.now()
     name = name or bundle_name(campaign, exported_at)
@@ -840,6 +851,8 @@ SOURCE_TEXT = {
     Assessor.Kind.IMPORTED.value: "imported qrels (earlier judgments)",
     Assessor.Kind.MODEL.value: "a model's labels, e.g. an LLM judge's",
     Assessor.Kind.ADJUDICATED.value: "adjudicated labels",
+    Assessor.Kind.FILLED.value: "a model's labels filled in by a hybrid budget, calibrated on "
+    "the people's verdicts of the topic, on pairs no person judged",
 }
 
 
@@ -1002,7 +1015,9 @@ def _readme_context(m: dict[str, Any]) -> dict[str, Any]:
         if any(f["path"] == "qrels.sample_eval.txt" for f in m["files"])
         else None,
         "columns": "`, `".join(m["sidecar"]["columns"]),
-        "options": json.dumps({k: e[k] for k in ExportOptions.__dataclass_fields__}, indent=2),
+        "options": json.dumps(
+            {k: e[k] for k in ExportOptions.__dataclass_fields__ if k in e}, indent=2
+        ),
     }
 
 
@@ -1063,6 +1078,7 @@ def build_stored_export(*, export, progress: ProgressFn = no_progress) -> dict[s
         binary=options.get("binary", False),
         include_imported=options.get("include_imported", True),
         include_models=options.get("include_models", False),
+        include_filled=options.get("include_filled", False),
         usernames=options.get("usernames", False),
         pool=pool,
         zip=True,

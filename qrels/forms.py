@@ -57,6 +57,12 @@ class ExportForm(forms.Form):
         help_text="Left out by default: the qrels are then people's and imported sources' "
         "labels. The bundle's README counts the labels of each source.",
     )
+    include_filled = forms.BooleanField(
+        label="Include filled labels (a hybrid budget's calibrated model labels)",
+        required=False,
+        initial=False,
+        help_text="Left out by default. They are marked filled in the sidecar's source column.",
+    )
     usernames = forms.BooleanField(
         label="Name assessors by login instead of pseudonym",
         required=False,
@@ -89,6 +95,7 @@ class ExportForm(forms.Form):
             "binary": bool(data.get("binary")),
             "include_imported": bool(data.get("include_imported")),
             "include_models": bool(data.get("include_models")),
+            "include_filled": bool(data.get("include_filled")),
             "usernames": bool(data.get("usernames")),
             "pool": int(pool) if pool else None,
         }

@@ -35,23 +35,28 @@ either side is left out, and so is a pair only one file has (both counted in the
 from __future__ import annotations
 
 import math
-import random
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
 
+from assess.routing import (
+    PRIOR,
+    ROUTINGS,
+    Stratum,
+    budget_count,
+    fill_verdict,
+    model_verdict,
+    ranking,
+    seeded_order,
+    stratum,
+)
 from campaigns.textfiles import ProblemCollector, check_id, shown, split_fields
 from qrels.agreement import cohen_kappa
 
+__all__ = ["PRIOR", "ROUTINGS", "HybridResult", "curve", "model_alone_kappa", "simulate"]
+
 Pair = tuple[str, str]
-ROUTINGS = ("uncertain", "boundary", "random")
 DEFAULT_BUDGETS = (10, 20, 30, 40, 50, 60)
-# Strength of the Beta prior on each stratum's relevance rate: a stratum stays "maybe" until
-# people have judged a few of its pairs. On TREC RAG 2025 (bench/hybrid.py, 5 seeds at 30 %)
-# 0.5 gave kappa 0.635, 1: 0.666, 2: 0.677, 3: 0.686, 5: 0.685, 8: 0.684.
-PRIOR = 3.0
-PROBABILITY_BINS = 10
 
 
 @dataclass
@@ -66,6 +71,8 @@ class HybridResult:
     left_out: int  # pairs only one file has, or with a negative label
     merged: dict[Pair, int] = field(repr=False, default_factory=dict)  # binary 0/1
     judged_pairs: set[Pair] = field(repr=False, default_factory=set)
+    # Per topic, the pairs people judge in the order the routing gives them out.
+    order: dict[str, list[Pair]] = field(repr=False, default_factory=dict)
 
 
 def binary_kappa(reference: Mapping[Pair, int], other: Mapping[Pair, int]) -> float | None:
@@ -74,32 +81,6 @@ def binary_kappa(reference: Mapping[Pair, int], other: Mapping[Pair, int]) -> fl
     for pair, verdict in reference.items():
         counts[verdict][other[pair]] += 1
     return cohen_kappa(counts)
-
-
-def _stratum(pair: Pair, model: Mapping[Pair, int], probabilities: Mapping[Pair, float] | None):
-    if probabilities is not None:
-        return min(PROBABILITY_BINS - 1, int(probabilities[pair] * PROBABILITY_BINS))
-    return model[pair]
-
-
-def _distance(stratum: int, threshold: int, probabilities: bool) -> float:
-    """How far a stratum is from the relevance threshold (0 = on the boundary)."""
-    if probabilities:
-        return abs((stratum + 0.5) / PROBABILITY_BINS - 0.5)
-    # Labels threshold-1 and threshold are the two sides of the boundary: both at 0.5.
-    return abs(stratum - (threshold - 0.5))
-
-
-def _model_verdict(stratum: int, threshold: int, probabilities: bool) -> int:
-    if probabilities:
-        return int((stratum + 0.5) / PROBABILITY_BINS >= 0.5)
-    return int(stratum >= threshold)
-
-
-def _majority(relevant: int, not_relevant: int) -> int | None:
-    if relevant == not_relevant:
-        return None
-    return int(relevant > not_relevant)
 
 
 def simulate(
@@ -113,7 +94,9 @@ def simulate(
     seed: int = 0,
     prior: float = PRIOR,
 ) -> HybridResult:
-    """One hybrid run: who judges what, the calibrated fill, and kappa against ``people``."""
+    """One hybrid run: who judges what, the calibrated fill, and kappa against ``people``.
+
+    The routing and the fill are ``assess.routing``'s, the ones a live campaign uses."""
     if routing not in ROUTINGS:
         raise ValueError(f"routing is one of {', '.join(ROUTINGS)}, not {routing!r}")
     if not 0 <= budget <= 100:
@@ -126,78 +109,89 @@ def simulate(
     )
     left_out = len(people.keys() | model.keys()) - len(pairs)
     truth = {p: int(people[p] >= threshold) for p in pairs}
-    by_topic: dict[str, list[Pair]] = defaultdict(list)
-    for pair in pairs:
-        by_topic[pair[0]].append(pair)
-    share = Fraction(str(budget)) / 100
+    by_topic: dict[str, list[str]] = defaultdict(list)
+    for topic, doc in pairs:
+        by_topic[topic].append(doc)
+
+    def stratum_of(pair: Pair) -> int:
+        if probabilities is not None:
+            return stratum(probabilities[pair], probabilities=True)
+        return stratum(model[pair], probabilities=False)
 
     merged: dict[Pair, int] = {}
     judged_pairs: set[Pair] = set()
-    # Per topic: stratum -> [relevant, not relevant] among judged pairs, and the unjudged pairs.
-    topic_counts: dict[str, dict[int, list[int]]] = {}
+    given: dict[str, list[Pair]] = {}
+    # Per topic: stratum -> its state (pairs left, people's verdicts), and the unjudged pairs.
+    topic_strata: dict[str, dict[int, Stratum]] = {}
     topic_rest: dict[str, dict[int, list[Pair]]] = {}
     for topic in sorted(by_topic):
-        order = list(by_topic[topic])
-        # A per-topic generator: a topic's choices do not depend on which topics came before.
-        random.Random(f"{seed}:{topic}").shuffle(order)
-        allowed = math.floor(share * len(order))
-        strata: dict[int, list[Pair]] = defaultdict(list)
+        order = [(topic, doc) for doc in seeded_order(topic, by_topic[topic], seed=seed)]
+        allowed = budget_count(budget, len(order))
+        members: dict[int, list[Pair]] = defaultdict(list)
         for pair in order:
-            strata[_stratum(pair, model, probabilities)].append(pair)
-        counts: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+            members[stratum_of(pair)].append(pair)
+        strata = {s: Stratum(left=len(m)) for s, m in members.items()}
+        taken = dict.fromkeys(members, 0)
+        chosen: list[Pair] = []
         if routing == "uncertain":
-            taken = dict.fromkeys(strata, 0)
+            # Learns from each verdict: the ranking is asked again after every pair.
             for _ in range(allowed):
-                best = None
-                for s, members in strata.items():
-                    if taken[s] == len(members):
-                        continue
-                    relevant, not_relevant = counts[s]
-                    p = (relevant + prior) / (relevant + not_relevant + 2 * prior)
-                    key = (min(p, 1 - p), -_distance(s, threshold, with_probabilities), -s)
-                    if best is None or key > best[0]:
-                        best = (key, s)
-                s = best[1]
-                pair = strata[s][taken[s]]
-                taken[s] += 1
-                judged_pairs.add(pair)
-                counts[s][1 - truth[pair]] += 1
-            rest = {s: members[taken[s] :] for s, members in strata.items()}
-        else:
-            if routing == "boundary":
-                # Stable sort: the seeded order breaks ties.
-                order.sort(
-                    key=lambda p: _distance(
-                        _stratum(p, model, probabilities), threshold, with_probabilities
-                    )
+                ranks = ranking(
+                    strata,
+                    routing=routing,
+                    threshold=threshold,
+                    probabilities=with_probabilities,
+                    prior=prior,
                 )
-            chosen = set(order[:allowed])
-            judged_pairs |= chosen
-            for pair in order[:allowed]:
-                counts[_stratum(pair, model, probabilities)][1 - truth[pair]] += 1
-            rest = {s: [p for p in members if p not in chosen] for s, members in strata.items()}
-        topic_counts[topic] = counts
-        topic_rest[topic] = rest
+                s = min(ranks, key=ranks.__getitem__)
+                chosen.append(members[s][taken[s]])
+                taken[s] += 1
+                strata[s].left -= 1
+                if truth[chosen[-1]]:
+                    strata[s].relevant += 1
+                else:
+                    strata[s].not_relevant += 1
+        else:
+            # A fixed order: equal ranks keep the seeded order (a stable sort).
+            ranks = ranking(
+                strata, routing=routing, threshold=threshold, probabilities=with_probabilities
+            )
+            for pair in sorted(order, key=lambda p: ranks[stratum_of(p)])[:allowed]:
+                chosen.append(pair)
+                s = stratum_of(pair)
+                taken[s] += 1
+                strata[s].left -= 1
+                if truth[pair]:
+                    strata[s].relevant += 1
+                else:
+                    strata[s].not_relevant += 1
+        given[topic] = chosen
+        judged_pairs.update(chosen)
+        topic_strata[topic] = strata
+        topic_rest[topic] = {s: [p for p in m if p not in judged_pairs] for s, m in members.items()}
 
     pooled: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-    for counts in topic_counts.values():
-        for s, (relevant, not_relevant) in counts.items():
-            pooled[s][0] += relevant
-            pooled[s][1] += not_relevant
+    for strata in topic_strata.values():
+        for s, state in strata.items():
+            pooled[s][0] += state.relevant
+            pooled[s][1] += state.not_relevant
     for pair in judged_pairs:
         merged[pair] = truth[pair]
     flipped = 0
     for topic, rest in topic_rest.items():
-        for s, members in rest.items():
-            own = _model_verdict(s, threshold, with_probabilities)
-            verdict = _majority(*topic_counts[topic].get(s, (0, 0)))
-            if verdict is None:
-                verdict = _majority(*pooled.get(s, (0, 0)))
-            if verdict is None:
-                verdict = own
+        for s, members_left in rest.items():
+            state = topic_strata[topic][s]
+            verdict = fill_verdict(
+                s,
+                topic=(state.relevant, state.not_relevant),
+                everywhere=tuple(pooled[s]),
+                threshold=threshold,
+                probabilities=with_probabilities,
+            )
+            own = model_verdict(s, threshold=threshold, probabilities=with_probabilities)
             if verdict != own:
-                flipped += len(members)
-            for pair in members:
+                flipped += len(members_left)
+            for pair in members_left:
                 merged[pair] = verdict
     return HybridResult(
         budget=budget,
@@ -210,6 +204,7 @@ def simulate(
         left_out=left_out,
         merged=merged,
         judged_pairs=judged_pairs,
+        order=given,
     )
 
 

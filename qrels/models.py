@@ -14,8 +14,8 @@ class Export(models.Model):
     built it, and its bytes in :class:`ExportChunk` rows."""
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="exports")
-    # policy, per_assessor, unjudged, binary, include_imported, include_models, usernames, pool
-    # (version)
+    # policy, per_assessor, unjudged, binary, include_imported, include_models, include_filled,
+    # usernames, pool (version)
     options = models.JSONField(default=dict)
     job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     file_name = models.CharField(max_length=255)

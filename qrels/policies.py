@@ -312,6 +312,7 @@ def iter_campaign_qrels(
     pool: Pool | None = None,
     binary: bool = False,
     include_models: bool = False,
+    include_filled: bool = False,
 ) -> Iterator[tuple[str, str, int]]:
     """:func:`campaign_qrels` as a stream of (topic id, document id, label) in qrels order.
 
@@ -325,6 +326,7 @@ def iter_campaign_qrels(
         assessors=assessors,
         pool=pool,
         include_models=include_models,
+        include_filled=include_filled,
     )
     if policy == "refuse":
         conflicts = find_conflicts(s)
@@ -346,6 +348,7 @@ def campaign_qrels(
     pool: Pool | None = None,
     binary: bool = False,
     include_models: bool = False,
+    include_filled: bool = False,
 ) -> Qrels:
     """The campaign's qrels, topic id -> document id -> label, one label per pair resolved by
     ``policy`` (default: :func:`default_policy`). See the module docstring for every rule.
@@ -362,6 +365,7 @@ def campaign_qrels(
         pool=pool,
         binary=binary,
         include_models=include_models,
+        include_filled=include_filled,
     ):
         qrels.setdefault(topic_id, {})[doc_id] = label
     return qrels
@@ -376,6 +380,7 @@ def per_assessor_qrels(
     pool: Pool | None = None,
     binary: bool = False,
     include_models: bool = False,
+    include_filled: bool = False,
 ) -> dict[str, Qrels]:
     """Each assessor's own qrels, assessor name -> topic id -> document id -> label.
 
@@ -390,6 +395,7 @@ def per_assessor_qrels(
         assessors=assessors,
         pool=pool,
         include_models=include_models,
+        include_filled=include_filled,
     )
     # Verdicts only: the adjudicated labels settle pairs between assessors, they are nobody's file.
     names = {

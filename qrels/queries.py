@@ -173,7 +173,9 @@ def judging_assessors(campaign: Campaign, *, include_imported: bool = True) -> l
         # and reported apart (qrels.reports.COMPARISON_TITLES).
         Assessor.objects.filter(campaign=campaign)
         .filter(Exists(verdicts))
-        .exclude(kind=Assessor.Kind.ADJUDICATED)
+        # Filled labels sit on pairs nobody else judged but the model they calibrate: pairing
+        # them would only measure the calibration.
+        .exclude(kind__in=(Assessor.Kind.ADJUDICATED, Assessor.Kind.FILLED))
         .values_list("pk", "name", "kind")
         .order_by()
     )
@@ -231,7 +233,9 @@ def assessor_verdicts(
     """assessor name -> (topic id, document id) -> label, every current verdict (label >= 0) of
     the named assessors (default: all but the adjudicated labels), read as tuples in one
     query."""
-    assessors = Assessor.objects.filter(campaign=campaign).exclude(kind=Assessor.Kind.ADJUDICATED)
+    assessors = Assessor.objects.filter(campaign=campaign).exclude(
+        kind__in=(Assessor.Kind.ADJUDICATED, Assessor.Kind.FILLED)
+    )
     if names is not None:
         assessors = assessors.filter(name__in=list(names))
     by_pk = dict(assessors.values_list("pk", "name"))

@@ -83,11 +83,13 @@ COMPARISON_TITLES = {
     "model-model": "Between models",
 }
 MODEL_KIND = "model"  # campaigns.models.Assessor.Kind.MODEL, without importing Django models
+FILLED_KIND = "filled"  # Assessor.Kind.FILLED: a model's labels, calibrated (assess/hybrid.py)
 
 
 def side_of(kind: str | None) -> str:
-    """``model`` for a model assessor, ``person`` for people and imported qrels."""
-    return "model" if kind == MODEL_KIND else "person"
+    """``model`` for a model assessor (or a hybrid budget's filled labels), ``person`` for
+    people and imported qrels."""
+    return "model" if kind in (MODEL_KIND, FILLED_KIND) else "person"
 
 
 @dataclass(frozen=True)

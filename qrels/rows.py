@@ -63,16 +63,20 @@ class Scope:
     pools: tuple[Pool, ...] = ()  # the pooled pairs come from these (the pool, or all built)
     assessor_ids: tuple[int, ...] | None = field(default=None, compare=False)
     include_models: bool = False
+    include_filled: bool = False
 
     @property
     def verdict_kinds(self) -> tuple[str, ...]:
         """The kinds of assessor whose labels are verdicts the policies weigh: people always,
-        imported sources unless left out, models only when asked."""
+        imported sources unless left out, models and a hybrid budget's filled labels
+        (assess/hybrid.py) only when asked."""
         kinds = [Assessor.Kind.PERSON.value]
         if self.include_imported:
             kinds.append(Assessor.Kind.IMPORTED.value)
         if self.include_models:
             kinds.append(Assessor.Kind.MODEL.value)
+        if self.include_filled:
+            kinds.append(Assessor.Kind.FILLED.value)
         return tuple(kinds)
 
     @property
@@ -90,6 +94,7 @@ def scope(
     assessors: Collection[str] | None = None,
     pool: Pool | None = None,
     include_models: bool = False,
+    include_filled: bool = False,
 ) -> Scope:
     """Check the options against the campaign. Raises ValueError naming an unknown assessor, an
     assessor of a kind the options leave out (a model without ``include_models``), a pool of
@@ -107,13 +112,19 @@ def scope(
         unknown = sorted(names - known.keys())
         if unknown:
             raise ValueError(f"No assessor named {', '.join(map(repr, unknown))} in this campaign.")
-        counted = Scope(campaign, include_imported, include_models=include_models).kinds
+        counted = Scope(
+            campaign,
+            include_imported,
+            include_models=include_models,
+            include_filled=include_filled,
+        ).kinds
         left_out = sorted(name for name, (_, kind) in known.items() if kind not in counted)
         if left_out:
             raise ValueError(
                 ", ".join(f"{name!r} ({known[name][1]})" for name in left_out)
                 + " left out by these options: model labels count only when models are "
-                "included, imported ones unless they are left out."
+                "included, filled ones only when filled labels are, imported ones unless they "
+                "are left out."
             )
         ids = tuple(sorted(pk for pk, _ in known.values()))
     if pool is not None:
@@ -124,7 +135,9 @@ def scope(
         pools: tuple[Pool, ...] = (pool,)
     else:
         pools = tuple(campaign.pools.built().order_by("version"))
-    return Scope(campaign, include_imported, names, pool, pools, ids, include_models)
+    return Scope(
+        campaign, include_imported, names, pool, pools, ids, include_models, include_filled
+    )
 
 
 # --- Rows ----------------------------------------------------------------------------------------

@@ -1,6 +1,15 @@
 from django.urls import path
 
-from qrels.views import adjudication, agreement, evaluation, export, pool_bias, reports, stability
+from qrels.views import (
+    adjudication,
+    agreement,
+    documents,
+    evaluation,
+    export,
+    pool_bias,
+    reports,
+    stability,
+)
 
 app_name = "qrels"
 
@@ -26,6 +35,14 @@ urlpatterns = [
         adjudication.adjudicate_pair,
         name="adjudicate",
     ),
+    path(
+        "<slug:slug>/reports/adjudications/",
+        adjudication.adjudication_list,
+        name="adjudications",
+    ),
+    path("<slug:slug>/documents/", documents.documents_page, name="documents"),
+    # The document id last, as a path (as above).
+    path("<slug:slug>/documents/<path:doc>", documents.document_page, name="document"),
     path("<slug:slug>/reports/evaluation/", evaluation.evaluation_page, name="evaluation"),
     path(
         "<slug:slug>/reports/evaluation/runs/<int:pk>/",

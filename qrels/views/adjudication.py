@@ -13,19 +13,24 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods
 
 from assess.screen import document_html
 from campaigns.access import ADJUDICATING, get_campaign_for
 from campaigns.judgments import InvalidLabel, StaleJudgment
 from campaigns.models import Campaign, Topic
 from qrels.adjudication import (
+    ADJUDICATION_COLUMNS,
     AdjudicationError,
     adjudicate,
+    adjudication_csv_rows,
     adjudication_history,
+    adjudication_log,
     current_adjudication,
     pair_verdicts,
 )
+from qrels.reports import csv_text
+from qrels.views.common import download, query_string
 
 
 class AdjudicationForm(forms.Form):
@@ -55,13 +60,30 @@ class AdjudicationForm(forms.Form):
 
 
 def _back(request: HttpRequest, campaign: Campaign) -> str:
-    """The agreement page the pair was opened from (``next``, e.g. a filtered pairs list),
-    else the agreement page. Only this campaign's agreement pages: never an outside address."""
+    """The page the pair was opened from (``next``: a filtered pairs list, a document's page,
+    the list of adjudications), else the agreement page. Only this campaign's agreement,
+    adjudication and document pages: never an outside address."""
     home = reverse("qrels:agreement", args=[campaign.slug])
+    allowed = (
+        home,
+        reverse("qrels:adjudications", args=[campaign.slug]),
+        reverse("qrels:documents", args=[campaign.slug]),
+    )
     wanted = request.GET.get("next", "")
-    if wanted.startswith(home) and "//" not in wanted and "\\" not in wanted:
+    if wanted.startswith(allowed) and "//" not in wanted and "\\" not in wanted:
         return wanted
     return home
+
+
+def _back_name(url: str, campaign: Campaign) -> str:
+    """What the page ``_back`` chose is, for the link's words."""
+    if url.startswith(reverse("qrels:documents", args=[campaign.slug])):
+        return "the document"
+    if url.startswith(reverse("qrels:adjudications", args=[campaign.slug])):
+        return "the adjudications"
+    if "/pairs/" in url:
+        return "the pairs"
+    return "agreement"
 
 
 def adjudicate_url(slug: str, topic_pk: int, doc_id: str, *, back: str = "") -> str:
@@ -154,5 +176,62 @@ def adjudicate_pair(request: HttpRequest, slug: str, topic: int, doc: str) -> Ht
         "form": form,
         "error": error,
         "back_url": _back(request, campaign),
+        "back_name": _back_name(_back(request, campaign), campaign),
+        "document_url": reverse("qrels:document", args=[campaign.slug, doc_id])
+        + f"?topic={topic.pk}",
     }
     return render(request, "qrels/reports/adjudicate.html", context, status=status)
+
+
+ADJUDICATIONS_PER_PAGE = 100
+
+
+@login_required
+@require_GET
+def adjudication_list(request: HttpRequest, slug: str) -> HttpResponse:
+    """Every adjudication of the campaign, newest first (who, when, the pair, the label, the
+    reason, the assessors' labels on the pair, whether a later one replaced it), 100 a page;
+    ``?format=csv`` every one of them."""
+    campaign = get_campaign_for(request, slug, role=ADJUDICATING)
+    if request.GET.get("format") == "csv":
+        _, entries = adjudication_log(campaign=campaign)
+        return download(
+            csv_text(ADJUDICATION_COLUMNS, adjudication_csv_rows(entries)),
+            name=f"{campaign.slug}-adjudications.csv",
+            kind="csv",
+        )
+    raw = request.GET.get("page", "1")
+    if not raw.isdigit() or int(raw) < 1:
+        raise Http404("No such page.")
+    number = int(raw)
+    total, entries = adjudication_log(
+        campaign=campaign,
+        limit=ADJUDICATIONS_PER_PAGE,
+        offset=(number - 1) * ADJUDICATIONS_PER_PAGE,
+    )
+    if not entries and number > 1:
+        raise Http404("No such page.")
+    pages = max(1, -(-total // ADJUDICATIONS_PER_PAGE))
+    here = request.get_full_path()
+    context = {
+        "campaign": campaign,
+        "report_page": "agreement",
+        "total": total,
+        "rows": [
+            {
+                "entry": entry,
+                "adjudicate_url": adjudicate_url(slug, entry.topic_pk, entry.doc_id, back=here),
+                "document_url": reverse("qrels:document", args=[slug, entry.doc_id])
+                + f"?topic={entry.topic_pk}",
+            }
+            for entry in entries
+        ],
+        "number": number,
+        "pages": pages,
+        "first_shown": (number - 1) * ADJUDICATIONS_PER_PAGE + 1,
+        "last_shown": (number - 1) * ADJUDICATIONS_PER_PAGE + len(entries),
+        "previous_url": query_string(request, page=str(number - 1)) if number > 1 else "",
+        "next_url": query_string(request, page=str(number + 1)) if number < pages else "",
+        "csv_url": "?format=csv",
+    }
+    return render(request, "qrels/reports/adjudications.html", context)

@@ -145,7 +145,7 @@ def agreement_pair(request: HttpRequest, slug: str, a: int, b: int) -> HttpRespo
     campaign = get_campaign_for(request, slug, role=ADJUDICATING)
     found = dict(
         Assessor.objects.filter(campaign=campaign, pk__in=[a, b])
-        .exclude(kind=Assessor.Kind.ADJUDICATED)
+        .exclude(kind__in=(Assessor.Kind.ADJUDICATED, Assessor.Kind.FILLED))
         .order_by()
         .values_list("pk", "name")
     )
@@ -341,7 +341,7 @@ def agreement_pairs(request: HttpRequest, slug: str, a: int, b: int) -> HttpResp
     campaign = get_campaign_for(request, slug, role=ADJUDICATING)
     found = dict(
         Assessor.objects.filter(campaign=campaign, pk__in=[a, b])
-        .exclude(kind=Assessor.Kind.ADJUDICATED)
+        .exclude(kind__in=(Assessor.Kind.ADJUDICATED, Assessor.Kind.FILLED))
         .order_by()
         .values_list("pk", "name")
     )
@@ -403,6 +403,8 @@ def agreement_pairs(request: HttpRequest, slug: str, a: int, b: int) -> HttpResp
                 # The document as assessors saw it, the verdicts and the adjudication form.
                 "adjudicate_url": adjudicate_url(slug, pair.topic_pk, pair.doc_id, back=here),
                 "adjudicated": settled.get((pair.topic_pk, pair.doc_id)),
+                "document_url": reverse("qrels:document", args=[slug, pair.doc_id])
+                + f"?topic={pair.topic_pk}",
             }
             for pair in page.pairs
         ],

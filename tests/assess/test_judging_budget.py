@@ -8,15 +8,17 @@ on SQLite the same write runs as several ORM statements."""
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 import pytest
 from django.db import connection
 from django.urls import reverse
 
+from assess import hybrid
 from assess.assignments import assign
 from assess.judging import next_item
 from campaigns.models import JudgmentRevision
-from tests.factories import make_pool, small_campaign
+from tests.factories import make_pool, model_labels, small_campaign
 
 pytestmark = pytest.mark.django_db
 BUDGET = 5
@@ -70,15 +72,26 @@ def assignments(campaign, assessor_a, assessor_b):
     (adaptive,) = assign(
         campaign=campaign, pool=adaptive_pool, user=assessor_b, topics=topics, mode="queue", seed=4
     )
+    # A shared queue under a hybrid budget (assess/hybrid.py): routed by a model's labels.
+    hybrid_pool = make_pool(campaign, depth=6)
+    hybrid.set_budget(
+        pool=hybrid_pool,
+        model=model_labels(hybrid_pool),
+        budgets={t: hybrid.Share(percent=Decimal(100)) for t in topics},
+    )
+    (routed,) = assign(
+        campaign=campaign, pool=hybrid_pool, user=assessor_a, topics=topics, mode="queue", seed=5
+    )
     return {
         "primary": (primary, assessor_a),
         "overlap": (overlap, assessor_b),
         "queue": (queue, assessor_a),
         "adaptive queue": (adaptive, assessor_b),
+        "hybrid queue": (routed, assessor_a),
     }
 
 
-KINDS = ["primary", "overlap", "queue", "adaptive queue"]
+KINDS = ["primary", "overlap", "queue", "adaptive queue", "hybrid queue"]
 
 
 def _budget(kind: str) -> int:

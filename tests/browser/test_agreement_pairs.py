@@ -51,7 +51,7 @@ def rows(page) -> list[tuple[str, str]]:
     return [
         (
             cells.nth(i).locator("th .mono").inner_text(),
-            cells.nth(i).locator("td[data-label=Document] a").inner_text(),
+            cells.nth(i).locator("td[data-label=Document] a.mono").inner_text(),
         )
         for i in range(cells.count())
     ]

@@ -123,6 +123,7 @@ class TestBuildingAndDownloading:
             "binary": False,
             "include_imported": True,
             "include_models": False,
+            "include_filled": False,
             "usernames": False,
             "pool": None,
         }

@@ -475,6 +475,7 @@ FILL: dict[str, Fill] = {
     "assess:next": _judge_fill,
     "assess:assign": lambda s: {"": ({"version": s.pool.version}, None)},
     "assess:move": lambda s: {"": ({"version": s.pool.version}, None)},
+    "assess:hybrid": lambda s: {"": ({"version": s.pool.version}, None)},
     "assess:rebalance": lambda s: {"": ({"version": s.pool.version}, None)},
     "assess:assignment_end": lambda s: {"": ({"pk": s.assignments["first"].pk}, None)},
     "assess:member_password_link": lambda s: {"": ({"pk": s.first.pk}, None)},
@@ -494,6 +495,11 @@ FILL: dict[str, Fill] = {
         )
     },
     "assess:grid_deal": lambda s: {"": ({"version": s.pool.version}, None)},
+    "assess:grid_overlap": lambda s: {"": ({"version": s.pool.version}, None)},
+    # A pooled document of both topics. Document ids are strings of the campaign's own (both
+    # campaigns have d01..d06): the slug alone scopes them, so there is no other campaign's id
+    # to try through this slug.
+    "qrels:document": lambda s: {"": ({"doc": "d01"}, None)},
     "qrels:evaluation_run": lambda s: {"": ({"pk": s.runs[0].pk}, None)},
     "qrels:report_job_status": lambda s: {"": ({"pk": s.report_job.pk}, None)},
 }
@@ -932,6 +938,7 @@ POLICY: dict[str, tuple[str, str]] = {
     "assess:member_password_link": ("nobody", "organisers"),
     "assess:assign": ("nobody", "organisers"),
     "assess:move": ("nobody", "organisers"),
+    "assess:hybrid": ("organisers", "organisers"),
     "assess:rebalance": ("nobody", "organisers"),
     "assess:assignment_end": ("nobody", "organisers"),
     "assess:progress": ("organisers", "nobody"),
@@ -946,6 +953,10 @@ POLICY: dict[str, tuple[str, str]] = {
     "qrels:adjudicate": ("adjudicating", "adjudicating"),
     "assess:grid_cell": ("organisers", "organisers"),
     "assess:grid_deal": ("nobody", "organisers"),
+    "assess:grid_overlap": ("nobody", "organisers"),
+    "qrels:documents": ("adjudicating", "nobody"),
+    "qrels:document": ("adjudicating", "nobody"),
+    "qrels:adjudications": ("adjudicating", "nobody"),
     "qrels:evaluation": ("organisers", "organisers"),
     "qrels:evaluation_run": ("organisers", "nobody"),
     "qrels:stability": ("organisers", "organisers"),
@@ -1114,6 +1125,12 @@ PAYLOADS: dict[str, Callable[[World, Side, str], dict[str, Any]]] = {
         "topics": [t.pk for t in s.topics],
         "assessors": [a.pk for a in s.assessors],
     },
+    # Topic 302 is the second assessor's primary work with no overlap: the preview.
+    "assess:grid_overlap": lambda w, s, r: {
+        "topics": [s.topics[1].pk],
+        "assessors": [a.pk for a in s.assessors],
+        "overlap": "50%",
+    },
     "qrels:adjudicate": lambda w, s, r: {
         "label": "2",
         "reason": "the narrative settles it",
@@ -1138,6 +1155,13 @@ PAYLOADS: dict[str, Callable[[World, Side, str], dict[str, Any]]] = {
         "topic": s.topics[1].pk,
         "from_user": s.second.pk,
         "to_user": s.first.pk,
+    },
+    # Both topics are given in primary mode: the budget is refused, with its reason, as a page.
+    "assess:hybrid": lambda w, s, r: {
+        "action": "budget",
+        "model": f"{s.markers['model']}",
+        "routing": "uncertain",
+        "every": "50%",
     },
     "assess:rebalance": lambda w, s, r: {
         "topic": s.topics[0].pk,

@@ -1,6 +1,9 @@
 """``manage.py disagreements SLUG --assessors A,B``: the (topic, document) pairs two assessors
 both labelled and labelled differently (or as ``--distance``, ``--topic`` and the labels
-choose), with both verdicts: what the agreement pages' pair lists show, for a script."""
+choose), with both verdicts and the pair's adjudicated label where one was given: what the
+agreement pages' pair lists show, for a script. ``--show`` prints each pair in full (both
+labels with their names, flags, time, whole notes, and the adjudication's reason), as the web
+list shows a row; the default is a table, one line a pair."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from campaigns.cli import get_campaign
-from campaigns.models import Assessor
+from campaigns.models import Assessor, Campaign, Judgment
 from qrels.management.commands.agreement import table
 from qrels.queries import JudgedPair, PairFilter, Verdict, pairs_both_judged
 
@@ -30,6 +33,74 @@ def _verdict(verdict: Verdict) -> dict[str, Any]:
         "judged_at": verdict.judged_at.isoformat() if verdict.judged_at else None,
         "source": verdict.source,
     }
+
+
+def _adjudicated(campaign: Campaign) -> dict[tuple[int, str], Judgment]:
+    """(topic pk, document id) -> the pair's adjudicated label, every one of the campaign (one
+    query: adjudications are people's decisions, a few per disagreement at most)."""
+    found = Judgment.objects.filter(
+        campaign=campaign, assessor__kind=Assessor.Kind.ADJUDICATED
+    ).order_by()
+    return {(j.topic_id, j.doc_id): j for j in found}
+
+
+def _adjudication(judgment: Judgment | None) -> dict[str, Any] | None:
+    if judgment is None:
+        return None
+    return {
+        "label": judgment.label,
+        "reason": judgment.note,
+        "judged_at": judgment.judged_at.isoformat(),
+        "version": judgment.version,
+    }
+
+
+def _flags(verdict: Verdict) -> str:
+    marks = [m for m, on in (("unsure", verdict.unsure), ("unreadable", verdict.unreadable)) if on]
+    return ",".join(marks) or "-"
+
+
+def _seconds(verdict: Verdict) -> str:
+    if verdict.seconds_on_screen is None:
+        return ""
+    text = f"{verdict.seconds_on_screen:.0f} s"
+    if verdict.active_seconds is not None:
+        text += f" ({verdict.active_seconds:.0f} s active)"
+    return text
+
+
+def _indented(text: str, prefix: str) -> list[str]:
+    return [prefix + line for line in text.splitlines() or [""]]
+
+
+def show_pair(pair: JudgedPair, *, a: str, b: str, adjudicated: Judgment | None) -> list[str]:
+    """One pair as the web list shows its row: the topic and document, each verdict (label and
+    its name, flags, time, when, the whole note), the adjudicated label and its reason."""
+    lines = [
+        f"topic {pair.topic} · document {pair.doc_id} · {pair.distance} apart"
+        + (f" · {pair.title}" if pair.title else "")
+    ]
+    for who, verdict in ((a, pair.a), (b, pair.b)):
+        facts = [f"{verdict.label} {verdict.name}".strip()]
+        if verdict.unsure:
+            facts.append("unsure")
+        if verdict.unreadable:
+            facts.append("unreadable")
+        if verdict.source == Assessor.Kind.IMPORTED:
+            facts.append("imported")
+        if _seconds(verdict):
+            facts.append(_seconds(verdict))
+        if verdict.judged_at:
+            facts.append(verdict.judged_at.strftime("%Y-%m-%d %H:%M"))
+        lines.append(f"  {who}: " + " · ".join(facts))
+        if verdict.note:
+            lines += _indented(verdict.note, "      ")
+    if adjudicated is None:
+        lines.append("  adjudicated: -")
+    else:
+        lines.append(f"  adjudicated: {adjudicated.label} · {adjudicated.judged_at:%Y-%m-%d %H:%M}")
+        lines += _indented(adjudicated.note, "      ")
+    return lines
 
 
 class Command(BaseCommand):
@@ -58,7 +129,14 @@ class Command(BaseCommand):
             help="Labels from the campaign's relevance threshold count as 1, others as 0 "
             "(for the distance and the labels chosen).",
         )
-        parser.add_argument("--json", action="store_true", help="The pairs as a JSON list.")
+        output = parser.add_mutually_exclusive_group()
+        output.add_argument("--json", action="store_true", help="The pairs as a JSON list.")
+        output.add_argument(
+            "--show",
+            action="store_true",
+            help="Each pair in full, as the web list shows it: both labels with their names, "
+            "flags, time and whole notes, and the adjudicated label with its reason.",
+        )
 
     def handle(self, *args, slug: str, **options) -> None:
         campaign = get_campaign(slug)
@@ -104,6 +182,7 @@ class Command(BaseCommand):
             if len(page.pairs) < BATCH:
                 break
         a, b = names
+        settled = _adjudicated(campaign)
         if options["json"]:
             rows = [
                 {
@@ -112,6 +191,7 @@ class Command(BaseCommand):
                     "distance": p.distance,
                     "a": _verdict(p.a),
                     "b": _verdict(p.b),
+                    "adjudicated": _adjudication(settled.get((p.topic_pk, p.doc_id))),
                 }
                 for p in pairs
             ]
@@ -121,15 +201,14 @@ class Command(BaseCommand):
         self.stdout.write(f"{len(pairs):,} pair{'s' if len(pairs) != 1 else ''} ({a} / {b}).")
         if not pairs:
             return
-
-        def flags(verdict: Verdict) -> str:
-            marks = [
-                m
-                for m, on in (("unsure", verdict.unsure), ("unreadable", verdict.unreadable))
-                if on
-            ]
-            return ",".join(marks) or "-"
-
+        if options["show"]:
+            for pair in pairs:
+                self.stdout.write("")
+                for line in show_pair(
+                    pair, a=a, b=b, adjudicated=settled.get((pair.topic_pk, pair.doc_id))
+                ):
+                    self.stdout.write(line)
+            return
         header = [
             "topic",
             "document",
@@ -139,21 +218,25 @@ class Command(BaseCommand):
             f"{b} flags",
             f"{a} note",
             f"{b} note",
+            "adjudicated",
             "apart",
         ]
-        rows = [
-            [
-                p.topic,
-                p.doc_id,
-                f"{p.a.label} {p.a.name}".strip(),
-                f"{p.b.label} {p.b.name}".strip(),
-                flags(p.a),
-                flags(p.b),
-                " ".join(p.a.note.split())[:60] or "-",
-                " ".join(p.b.note.split())[:60] or "-",
-                str(p.distance),
-            ]
-            for p in pairs
-        ]
+        rows = []
+        for p in pairs:
+            adjudicated = settled.get((p.topic_pk, p.doc_id))
+            rows.append(
+                [
+                    p.topic,
+                    p.doc_id,
+                    f"{p.a.label} {p.a.name}".strip(),
+                    f"{p.b.label} {p.b.name}".strip(),
+                    _flags(p.a),
+                    _flags(p.b),
+                    " ".join(p.a.note.split())[:60] or "-",
+                    " ".join(p.b.note.split())[:60] or "-",
+                    str(adjudicated.label) if adjudicated is not None else "-",
+                    str(p.distance),
+                ]
+            )
         for line in table(header, rows, numeric_from=len(header) - 1):
             self.stdout.write(line)

@@ -61,6 +61,13 @@ class Command(BaseCommand):
             "left out by default.",
         )
         parser.add_argument(
+            "--include-filled",
+            action="store_true",
+            help="Count a hybrid budget's filled labels (a model's, calibrated on the people's "
+            "verdicts, on pairs no person judged) in the qrels and the sidecar; left out by "
+            "default.",
+        )
+        parser.add_argument(
             "--usernames",
             action="store_true",
             help="Name people by login instead of their stable pseudonym.",
@@ -101,6 +108,7 @@ class Command(BaseCommand):
             "binary": options["binary"],
             "include_imported": not options["no_imported"],
             "include_models": options["include_models"],
+            "include_filled": options["include_filled"],
             "usernames": options["usernames"],
             "pool": pool,
             "progress": progress,

@@ -21,7 +21,7 @@ def restore_sqlite_triggers(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('assess', '0008_queue_progress'),
+        ('assess', '0009_hybrid_budget'),
         ('campaigns', '0008_document_campaign_index'),
     ]
 
