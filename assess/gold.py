@@ -33,7 +33,6 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
-from assess.judging import ItemTakenAway
 from assess.models import Assignment, AssignmentItem, GoldVerdict
 from campaigns.judgments import StaleJudgment, SubmissionReused, Timing
 from campaigns.models import Assessor, Campaign, Document, Judgment
@@ -168,6 +167,13 @@ def mix(
 # --- Verdicts on gold-only items ---------------------------------------------------------------
 
 
+def _taken_away() -> Exception:
+    # Imported here: assess.judging reaches assess.assignments, which imports this module.
+    from assess.judging import ItemTakenAway
+
+    return ItemTakenAway()
+
+
 def shown_verdict(item: AssignmentItem) -> Judgment | None:
     """The assessor's current verdict on gold-only ``item``, in the shape of a judgment (never
     saved) for the judging page and the judged list, which show it as they show any verdict."""
@@ -269,7 +275,7 @@ def _record_with_orm(
             .first()
         )
         if ours is None:
-            raise ItemTakenAway()
+            raise _taken_away()
         version = GoldVerdict.objects.filter(item=item).aggregate(v=Max("version"))["v"] or 0
         if version != expected:
             raise StaleJudgment(shown_verdict(item))
@@ -367,7 +373,7 @@ def _record_in_one_statement(
             raise SubmissionReused()
         return GoldVerdict.objects.get(submission_id=sid)
     if not ours:
-        raise ItemTakenAway()
+        raise _taken_away()
     raise StaleJudgment(shown_verdict(item))
 
 
