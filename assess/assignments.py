@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from django.db import transaction
 from django.db.models import Max
 
-from assess import repeats
+from assess import gold, repeats
 from assess.models import Assignment, AssignmentItem, HybridBudget, HybridPlan, QueueItem
 from campaigns.models import Assessor, Campaign, Judgment, Membership, Topic
 from pooling.models import Pool, PoolEntry
@@ -92,8 +92,11 @@ def _check(campaign: Campaign, pool: Pool, topics: Sequence[Topic]) -> None:
 
 def _append_items(assignment: Assignment, order: list[tuple[int, str]]) -> int:
     """Add pairs at the end of the assessor's order, skipping pairs they already hold here, and
-    link pairs the assessor already judged to that judgment (a judged document stays judged)."""
+    link pairs the assessor already judged to that judgment (a judged document stays judged).
+    Planted repeats and gold items (assess/repeats.py, assess/gold.py) are mixed in as the
+    assignment asks. Returns how many of the pairs given were added."""
     held = set(assignment.items.values_list("topic_id", "doc_id"))
+    _promote_gold_checks(assignment, order)
     start = assignment.items.aggregate(last=Max("position"))["last"] or 0
     earlier = Judgment.objects.filter(
         assessor=assignment.assessor, topic_id__in={t for t, _ in order}
@@ -109,21 +112,57 @@ def _append_items(assignment: Assignment, order: list[tuple[int, str]]) -> int:
         planted = repeats.plant(new, rate=assignment.repeat_rate, rng=rng, judged=set(judged))
     else:
         planted = [(topic_pk, doc_id, False) for topic_pk, doc_id in new]
+    mixed = _mix_gold(assignment, planted, new=new, held=held, start=start)
     items, again = [], []
-    for topic_pk, doc_id, is_repeat in planted:
+    for topic_pk, doc_id, is_repeat, gold_pk, gold_only in mixed:
         start += 1
         item = AssignmentItem(
             assignment=assignment,
             topic_id=topic_pk,
             doc_id=doc_id,
             position=start,
-            judgment_id=None if is_repeat else judged.get((topic_pk, doc_id)),
+            judgment_id=None if is_repeat or gold_only else judged.get((topic_pk, doc_id)),
+            gold_id=gold_pk,
+            gold_only=gold_only,
         )
         (again if is_repeat else items).append(item)
     AssignmentItem.objects.bulk_create(items, batch_size=2000)
     repeats.link_repeats(assignment, again)
     AssignmentItem.objects.bulk_create(again, batch_size=2000)
-    return len(items)
+    return len(new)
+
+
+def _promote_gold_checks(assignment: Assignment, order: list[tuple[int, str]]) -> None:
+    """A gold-only check whose pair is now given as work, and is not judged yet, becomes that
+    work (an ordinary gold item, its verdict a judgment). One already judged stays a check: its
+    verdict was kept apart, and the pair is not served twice in one order."""
+    checks = assignment.items.filter(
+        gold_only=True, judgment__isnull=True, topic_id__in={t for t, _ in order}
+    ).values_list("pk", "topic_id", "doc_id")
+    wanted = set(order)
+    promote = [pk for pk, t, d in checks if (t, d) in wanted]
+    if promote:
+        AssignmentItem.objects.filter(pk__in=promote).update(gold_only=False)
+
+
+def _mix_gold(
+    assignment: Assignment,
+    planted: list[tuple[int, str, bool]],
+    *,
+    new: list[tuple[int, str]],
+    held: set[tuple[int, str]],
+    start: int,
+) -> list[tuple[int, str, bool, int | None, bool]]:
+    """``planted`` with the assignment's gold items mixed in (assess/gold.py)."""
+    if assignment.gold_source_id is None or not new:
+        return [(t, d, again, None, False) for t, d, again in planted]
+    fresh = set(new)
+    found = gold.candidates(assignment, {t for t, _ in new})
+    # A pair the assignment already holds is not added again as a check.
+    found = {pair: pk for pair, pk in found.items() if pair in fresh or pair not in held}
+    rng = _rng(assignment.seed, assignment.assessor_id, "gold", start)
+    k = gold.how_many(assignment, given=len(new))
+    return gold.mix(planted, gold=found, k=k, rng=rng)
 
 
 def ensure_queue(pool: Pool, topics: Sequence[Topic], *, seed: int) -> None:
@@ -169,6 +208,9 @@ def assign(
     partner=None,
     by=None,
     repeat_rate: float = 0.0,
+    gold_source: Assessor | None = None,
+    gold_rate: float = 0.0,
+    gold_count: int | None = None,
 ) -> list[Assignment]:
     """Give ``user`` the pool's documents for ``topics``.
 
@@ -177,8 +219,11 @@ def assign(
     documents is also given for agreement: to ``partner`` in primary mode, or in queue mode as
     extra queue copies that go to a second assessor; ``overlap_topics`` limits the overlap to
     some of the topics. With ``repeat_rate``, that share of each primary or overlap assignment's
-    documents comes back later in its order, unannounced (assess/repeats.py). Returns the
-    assignments created."""
+    documents comes back later in its order, unannounced (assess/repeats.py). With
+    ``gold_source`` (an imported source of the campaign) and ``gold_rate`` (a share of the
+    documents given) or ``gold_count`` (a number of pairs), that many of the source's labelled
+    pairs are mixed silently into each primary or overlap assignment (assess/gold.py). Returns
+    the assignments created."""
     topics = sorted(topics, key=lambda t: (t.position, t.topic_id))
     _check(campaign, pool, topics)
     if mode not in Assignment.Mode.values or mode == Assignment.Mode.OVERLAP:
@@ -193,6 +238,7 @@ def assign(
         )
     if overlap is not None and not 0 < overlap <= 1:
         raise AssignmentError("The overlap is a fraction above 0 and at most 1.")
+    _check_gold(campaign, mode, gold_source, gold_rate, gold_count)
     budgeted = sorted(
         HybridBudget.objects.filter(plan__pool=pool, topic__in=topics).values_list(
             "topic__topic_id", flat=True
@@ -228,6 +274,9 @@ def assign(
         seed=seed,
         interleave=interleave,
         repeat_rate=repeat_rate,
+        gold_source=gold_source,
+        gold_rate=gold_rate,
+        gold_count=gold_count,
         created_by=by,
         hybrid=mode == Assignment.Mode.QUEUE and HybridPlan.objects.filter(pool=pool).exists(),
     )
@@ -275,6 +324,39 @@ def assign(
     return created
 
 
+def _check_gold(
+    campaign: Campaign,
+    mode: str,
+    source: Assessor | None,
+    rate: float,
+    count: int | None,
+) -> None:
+    try:
+        gold.check_rate(rate)
+    except ValueError as exc:
+        raise AssignmentError(str(exc)) from None
+    if count is not None and count < 0:
+        raise AssignmentError("The number of gold documents is a whole number, 0 or more.")
+    if rate and count is not None:
+        raise AssignmentError("Give a gold rate or a number of gold documents, not both.")
+    if source is None:
+        if rate or count:
+            raise AssignmentError(
+                "Gold documents need a gold source: an imported qrels source of the campaign."
+            )
+        return
+    if source.campaign_id != campaign.pk or source.kind != Assessor.Kind.IMPORTED:
+        raise AssignmentError(
+            f"The gold source {source.name!r} is not an imported qrels source of this campaign."
+        )
+    if not rate and not count:
+        raise AssignmentError("A gold source needs a gold rate or a number of gold documents.")
+    if mode == Assignment.Mode.QUEUE:
+        raise AssignmentError(
+            "A shared queue has no gold documents: its documents are drawn one at a time."
+        )
+
+
 @transaction.atomic
 def add_overlap(
     *,
@@ -315,6 +397,9 @@ def add_overlap(
         overlap_fraction=fraction,
         partner=primary.assessor,
         repeat_rate=primary.repeat_rate,
+        gold_source=primary.gold_source,
+        gold_rate=primary.gold_rate,
+        gold_count=primary.gold_count,
         created_by=by,
     )
     copy.topics.set(topics)
@@ -341,13 +426,16 @@ def reassign(*, assignment: Assignment, topics: Sequence[Topic], to_user, by=Non
     # Locked, so a verdict being written on one of these items either commits first (PostgreSQL
     # then re-reads the row and leaves the judged item out) or waits and finds it withdrawn: a
     # document is never both judged by the first assessor and handed to the second.
-    moving = list(
+    open_here = (
         assignment.items.select_for_update(of=("self",))
         .filter(topic_id__in=topic_pks, judgment__isnull=True, withdrawn=False)
         .order_by("position")
-        .values_list("pk", "topic_id", "doc_id")
     )
-    AssignmentItem.objects.filter(pk__in=[pk for pk, _, _ in moving]).update(withdrawn=True)
+    # Gold-only checks (assess/gold.py) are not work: they leave with the topic, never handed on.
+    moving = list(open_here.filter(gold_only=False).values_list("pk", "topic_id", "doc_id"))
+    AssignmentItem.objects.filter(pk__in=list(open_here.values_list("pk", flat=True))).update(
+        withdrawn=True
+    )
     if assignment.mode == Assignment.Mode.QUEUE:
         # Queue work is not owned: release the first assessor's claims for the others to take.
         QueueItem.objects.filter(
@@ -475,6 +563,7 @@ def _open_pairs_held(assessor: Assessor, topic: Topic, doc_ids: Sequence[str]) -
             doc_id__in=list(doc_ids),
             withdrawn=False,
             judgment__isnull=True,
+            gold_only=False,
         ).values_list("doc_id", flat=True)
     )
 
@@ -529,7 +618,9 @@ def reassign_topic(*, pool: Pool, topic: Topic, from_user, to_user, by=None) -> 
                 "work: give it to a third assessor."
             )
         moving[assignment.pk] = list(
-            assignment.items.filter(topic=topic, judgment__isnull=True, withdrawn=False)
+            assignment.items.filter(
+                topic=topic, judgment__isnull=True, withdrawn=False, gold_only=False
+            )
             .order_by("position")
             .values_list("doc_id", flat=True)
         )
@@ -591,6 +682,7 @@ def rebalance(*, pool: Pool, topic: Topic, users: Sequence, by=None) -> dict[str
             topic=topic,
             judgment__isnull=True,
             withdrawn=False,
+            gold_only=False,  # a gold-only check stays with its assessor: it is not work
         )
         .select_related("assignment__assessor")
         .order_by("doc_id", "pk")

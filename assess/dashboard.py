@@ -185,8 +185,10 @@ def safe_cell(value: object) -> object:
 def _work_items(campaign: Campaign):
     """Primary and overlap items that are work: judged, or open in an active assignment."""
     return (
-        # Planted repeats are a check on the assessor, not work on the pool.
-        AssignmentItem.objects.filter(assignment__campaign=campaign, repeat_of__isnull=True)
+        # Planted repeats and gold-only items are checks on the assessor, not work on the pool.
+        AssignmentItem.objects.filter(
+            assignment__campaign=campaign, repeat_of__isnull=True, gold_only=False
+        )
         .exclude(assignment__mode=Assignment.Mode.QUEUE)
         .filter(Q(judgment__isnull=False) | Q(withdrawn=False, assignment__active=True))
     )

@@ -17,7 +17,7 @@ from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 
 from accounts.forms import password_rules
-from assess import repeats
+from assess import gold, repeats
 from assess.models import Assignment
 from campaigns.models import Assessor, Campaign, Membership, Topic
 from pooling.models import Pool
@@ -237,6 +237,19 @@ class AssignForm(forms.Form):
             "0.05 or 5%. Empty for none. Not in a shared queue."
         ),
     )
+    gold_from = forms.ModelChoiceField(
+        queryset=Assessor.objects.none(),
+        required=False,
+        empty_label="None",
+        label="Source",
+        help_text="Imported qrels whose labels are known: mixed in silently, never shown as gold.",
+    )
+    gold_amount = forms.CharField(
+        required=False,
+        max_length=20,
+        label="How many",
+        help_text="A share of the documents given (0.05 or 5%) or a number (10). Not in a queue.",
+    )
     seed = forms.IntegerField(
         required=False,
         min_value=0,
@@ -247,6 +260,7 @@ class AssignForm(forms.Form):
     def __init__(self, *args, campaign: Campaign, pool: Pool, **kwargs):
         super().__init__(*args, **kwargs)
         self.campaign, self.pool = campaign, pool
+        self.fields["gold_from"].queryset = gold.gold_sources(campaign)
         people = assessor_users(campaign)
         self.fields["assessor"].queryset = people
         self.fields["partner"].queryset = people
@@ -268,8 +282,22 @@ class AssignForm(forms.Form):
         except ValueError as exc:
             raise ValidationError(str(exc)) from None
 
+    def clean_gold_amount(self) -> tuple[float, int | None]:
+        try:
+            return gold.parse_amount(self.cleaned_data.get("gold_amount", ""))
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from None
+
     def clean(self) -> dict:
         data = super().clean()
+        if "gold_amount" in data:
+            rate, count = data["gold_amount"]
+            if data.get("gold_from") is None and (rate or count):
+                self.add_error(
+                    "gold_from", "Choose the imported qrels the gold documents come from."
+                )
+            elif data.get("gold_from") is not None and not (rate or count):
+                self.add_error("gold_amount", "Give a share or a number of gold documents.")
         if data.get("all_topics"):
             data["topics"] = list(self.fields["topics"].queryset)
         elif "topics" in data and not data["topics"]:
@@ -295,6 +323,8 @@ class AssignForm(forms.Form):
         """Put the domain's sentence next to the field it is about."""
         lowered = message.lower()
         for word, name in (
+            ("gold source", "gold_from"),
+            ("gold", "gold_amount"),
             ("repeat", "repeats"),
             ("overlap", "overlap"),
             ("partner", "partner"),

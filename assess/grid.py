@@ -264,7 +264,11 @@ class CellWork:
 
 def cell_work(*, pool: Pool, topic: Topic, assessor: Assessor) -> CellWork:
     items = AssignmentItem.objects.filter(
-        assignment__pool=pool, assignment__assessor=assessor, topic=topic
+        # A gold-only item is a check on the assessor, not work on the pool (assess/gold.py).
+        assignment__pool=pool,
+        assignment__assessor=assessor,
+        topic=topic,
+        gold_only=False,
     )
     judged = items.filter(judgment__isnull=False).count()
     open_ = items.filter(assignment__active=True, judgment__isnull=True, withdrawn=False).count()

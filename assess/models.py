@@ -50,6 +50,14 @@ class Assignment(models.Model):
     # Planted repeats (assess/repeats.py): the share of the documents given that come back later
     # in the order, unannounced, to measure the assessor's consistency. 0: none.
     repeat_rate = models.FloatField(default=0)
+    # Gold items (assess/gold.py): pairs whose label is known from an imported source's qrels,
+    # mixed silently into the order; per assignment, a share of the documents given
+    # (``gold_rate``) or a number of pairs (``gold_count``). No source: none.
+    gold_source = models.ForeignKey(
+        Assessor, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    gold_rate = models.FloatField(default=0)
+    gold_count = models.PositiveIntegerField(null=True, blank=True)
     # A shared queue of a pool with a hybrid budget (assess/hybrid.py): its documents are chosen
     # one at a time by the budget's routing, not read off the queue's shuffled order. Kept on
     # the row the judging answer loads anyway, so a static queue pays nothing to know it.
@@ -105,6 +113,20 @@ class AssignmentItem(models.Model):
         related_name="repeats",
         db_index=False,  # a partial index below: most items are none
     )
+    # A gold item (assess/gold.py): the imported verdict whose label is known for this pair.
+    # ``gold_only``: the pair is not the assessor's work, it was added only as a check; its
+    # verdicts are GoldVerdicts (never a judgment, never in qrels or agreement), and once given,
+    # ``judgment`` points at ``gold`` so the item counts as done. Never rendered to assessors.
+    gold = models.ForeignKey(
+        Judgment,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,  # a partial index below: most items are none
+    )
+    # A default in the database too: the queue's claim inserts items in raw SQL.
+    gold_only = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["assignment", "position"]
@@ -141,6 +163,9 @@ class AssignmentItem(models.Model):
                 fields=["queue_item"],
                 condition=Q(queue_item__isnull=False),
                 name="assignment_item_queue_idx",
+            ),
+            models.Index(
+                fields=["gold"], condition=Q(gold__isnull=False), name="assignment_item_gold_idx"
             ),
         ]
 
@@ -377,6 +402,39 @@ class RepeatVerdict(models.Model):
 
     def __str__(self) -> str:
         return f"repeat of {self.judgment_id}: {self.first_label} then {self.label}"
+
+
+class GoldVerdict(models.Model):
+    """An assessor's verdict on a gold-only item (a pair added to their order only as a check,
+    assess/gold.py). Append-only, one row per verdict (``version`` 1, then revisions): kept
+    apart from judgments, never in qrels, agreement or label counts; compared with the known
+    label for the assessor's accuracy on gold."""
+
+    item = models.ForeignKey(AssignmentItem, on_delete=models.CASCADE, related_name="+")
+    assessor = models.ForeignKey(Assessor, on_delete=models.PROTECT, related_name="+")
+    version = models.PositiveIntegerField()
+    label = models.IntegerField()
+    rubric_version = models.ForeignKey(
+        "campaigns.RubricVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    note = models.TextField(blank=True)
+    unreadable = models.BooleanField(default=False)
+    unsure = models.BooleanField(default=False)
+    served_at = models.DateTimeField(null=True, blank=True)
+    judged_at = models.DateTimeField(default=timezone.now)
+    seconds_on_screen = models.FloatField(null=True, blank=True)
+    active_seconds = models.FloatField(null=True, blank=True)
+    # As on a judgment's revision: a resubmitted form finds its verdict stored, records nothing.
+    submission_id = models.UUIDField(unique=True)
+
+    class Meta:
+        ordering = ["item", "version"]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "version"], name="gold_verdict_version_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"v{self.version} on gold item {self.item_id}: {self.label}"
 
 
 class TopicProgress(models.Model):

@@ -28,7 +28,7 @@ from django_htmx.http import HttpResponseStopPolling
 from accounts.models import Account
 from accounts.passwords import OneTimeLink, one_time_link
 from assess import dashboard as dash
-from assess import repeats
+from assess import gold, repeats
 from assess.assignments import AssignmentError, assign, end_assignment, reassign_topic, rebalance
 from assess.care import MIN_JUDGMENTS, care_signals
 from assess.forms import (
@@ -385,6 +385,9 @@ def assign_work(request: HttpRequest, slug: str, version: int) -> HttpResponse:
                 overlap=data["overlap"],
                 partner=data["partner"],
                 repeat_rate=data["repeats"],
+                gold_source=data["gold_from"],
+                gold_rate=data["gold_amount"][0],
+                gold_count=data["gold_amount"][1],
                 by=request.user,
             )
         except AssignmentError as exc:
@@ -402,6 +405,9 @@ def _describe_created(created: list[Assignment], pool: Pool) -> str:
             what = "draws from the shared queue"
         else:
             what = f"{assignment.items.count()} documents"
+            gold_items = assignment.items.filter(gold__isnull=False).count()
+            if gold_items:
+                what += f" ({gold_items} of them gold)"
         parts.append(
             f"{assignment.assessor.name}: {assignment.get_mode_display().split(' (')[0].lower()}"
             f" on {topics} topic{'s' if topics != 1 else ''}, {what}"
@@ -517,6 +523,7 @@ def progress(request: HttpRequest, slug: str) -> HttpResponse:
         .distinct()
         .count(),
         "consistency": repeats.self_agreement(campaign),
+        "gold_accuracy": gold.accuracy(campaign),
     }
     if _wants_fragment(request):
         response = render(request, f"{PROGRESS}#live", context)

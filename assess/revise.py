@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Count, Exists, OuterRef
+from django.db.models import Count, Exists, OuterRef, Q
 from django.urls import reverse
 
+from assess import gold
 from assess.models import Assignment, AssignmentItem, Skip
 from campaigns.models import Document, Label, RubricVersion, Topic
 
@@ -77,6 +78,13 @@ def judged_rows(
     assignment: Assignment, topic: Topic, items: Sequence[AssignmentItem]
 ) -> list[JudgedRow]:
     """The rows for ``items`` (judged items of the assignment with their judgment loaded)."""
+    items = list(items)
+    gold_only = [item for item in items if item.gold_only]
+    if gold_only:
+        verdicts = gold.shown_verdicts(gold_only)
+        for item in gold_only:
+            item.judgment = verdicts.get(item.pk)
+        items = [item for item in items if item.judgment is not None]
     titles = dict(
         Document.objects.filter(
             campaign_id=assignment.campaign_id, doc_id__in={item.doc_id for item in items}
@@ -121,12 +129,10 @@ def judged_items(assignment: Assignment, topic: Topic):
     return (
         # Their own verdicts only (blindness, issue 20): never another assessor's or a model's;
         # a planted repeat is the same document again: listed once, as first served.
-        assignment.items.filter(
-            topic=topic,
-            judgment__isnull=False,
-            judgment__assessor_id=assignment.assessor_id,
-            repeat_of__isnull=True,
-        )
+        # A gold-only item is listed with the assessor's own verdict on it (judged_rows), as
+        # any judged document: never with the known label its item is linked to.
+        assignment.items.filter(topic=topic, judgment__isnull=False, repeat_of__isnull=True)
+        .filter(Q(judgment__assessor_id=assignment.assessor_id) | Q(gold_only=True))
         .select_related("judgment")
         .order_by("position")
     )

@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 from django_htmx.http import push_url
 
-from assess import repeats, reveal
+from assess import gold, repeats, reveal
 from assess.answer import acknowledgement, label_name, respond, upcoming_state
 from assess.judging import (
     ItemTakenAway,
@@ -203,6 +203,10 @@ def _panel_context(
     # when they are created, so the item alone says whether the document is judged. A judged
     # document prefetches nothing: the next step from it is the assessor's choice.
     judgment = item.judgment
+    if item.gold_only and judgment is None:
+        # A gold-only item shows the assessor's own verdict on it, kept apart (assess/gold.py),
+        # as any judged document shows theirs (one read, on gold-only items alone).
+        judgment = item.judgment = gold.shown_verdict(item)
     upcoming = None
     if judgment is None and panel.upcoming is not None:
         upcoming = upcoming_state(
@@ -328,22 +332,37 @@ def _judge_post(request: HttpRequest, assignment: Assignment, current: Assignmen
     # Read before the write: the screen showed the models' labels on a judged pair.
     post_reveal = reveal.post_reveal(assignment, current)
     try:
-        judgment, _ = submit(
-            item=current,
-            label=label,
-            rubric_version=rubric,
-            check_label=False,
-            submission_id=submission_id,
-            expected_version=expected,
-            timing=_timing(request, current),
-            note=request.POST.get("note", "").strip()[:2000],
-            unreadable=bool(request.POST.get("unreadable")),
-            unsure=bool(request.POST.get("unsure")),
-            # The document the page moved on to: its first time on screen is recorded with
-            # this write (the page showed it from its prefetch, no GET served it).
-            shown_token=request.POST.get("upcoming", "").strip() if request.htmx else None,
-            post_reveal=post_reveal,
-        )
+        if current.gold_only:
+            # Kept apart, answered alike (assess/gold.py): the same outcomes, the same pages.
+            judgment = gold.record(
+                item=current,
+                label=label,
+                rubric_pk=rubric.pk if rubric is not None else None,
+                submission_id=submission_id,
+                expected_version=expected,
+                timing=_timing(request, current),
+                note=request.POST.get("note", "").strip()[:2000],
+                unreadable=bool(request.POST.get("unreadable")),
+                unsure=bool(request.POST.get("unsure")),
+                shown_token=request.POST.get("upcoming", "").strip() if request.htmx else None,
+            )
+        else:
+            judgment, _ = submit(
+                item=current,
+                label=label,
+                rubric_version=rubric,
+                check_label=False,
+                submission_id=submission_id,
+                expected_version=expected,
+                timing=_timing(request, current),
+                note=request.POST.get("note", "").strip()[:2000],
+                unreadable=bool(request.POST.get("unreadable")),
+                unsure=bool(request.POST.get("unsure")),
+                # The document the page moved on to: its first time on screen is recorded with
+                # this write (the page showed it from its prefetch, no GET served it).
+                shown_token=request.POST.get("upcoming", "").strip() if request.htmx else None,
+                post_reveal=post_reveal,
+            )
     except InvalidLabel:
         context = _panel_context(assignment, current, error="That label is not on the scale.")
         return _render_panel(request, context, status=400)

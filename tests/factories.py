@@ -167,3 +167,23 @@ def model_labels(
         for j in judgments
     )
     return model
+
+
+# What a gold source carries in the blinding crawls: none of it may reach an assessor.
+GOLD_NAME = "GOLD-SOURCE-NIST"
+GOLD_ITERATION = "GOLD-ROUND"
+
+
+def gold_qrels(campaign: Campaign, lines: Sequence[tuple[str, str, int]], *, name: str = GOLD_NAME):
+    """Import ``lines`` (topic id, doc id, label) as the qrels of the imported source ``name``
+    (as ``import_qrels … --assessor NAME`` does) and return that source, for gold items."""
+    import io
+
+    from campaigns.models import Assessor
+    from qrels.imports import import_qrels
+
+    text = "".join(f"{t} {GOLD_ITERATION} {d} {label}\n" for t, d, label in lines)
+    import_qrels(
+        campaign=campaign, source=io.BytesIO(text.encode()), name="gold.qrels", assessor=name
+    )
+    return Assessor.objects.get(campaign=campaign, name=name)

@@ -12,15 +12,37 @@ from django.urls import reverse
 from assess.assignments import assign
 from assess.judging import next_item
 from campaigns.models import Judgment, JudgmentRevision
-from tests.factories import MODEL_ITERATION, MODEL_NAME, MODEL_NOTE, model_labels, small_campaign
+from tests.factories import (
+    GOLD_ITERATION,
+    GOLD_NAME,
+    MODEL_ITERATION,
+    MODEL_NAME,
+    MODEL_NOTE,
+    gold_qrels,
+    make_documents,
+    model_labels,
+    small_campaign,
+)
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def setup(campaign, assessor_a, assessor_b):
+    return _setup(campaign, assessor_a, assessor_b)
+
+
+def _setup(campaign, assessor_a, assessor_b, *, with_gold: bool = False) -> dict:
     pool = small_campaign(campaign, docs=4)
     topics = list(campaign.topics.all())
+    options = {}
+    if with_gold:
+        # Gold items (assess/gold.py): one pair of the pool, three added from outside it.
+        make_documents(campaign, ["d05", "d06", "d07"])
+        source = gold_qrels(
+            campaign, [("301", "d02", 2), ("301", "d05", 0), ("302", "d06", 2), ("302", "d07", 2)]
+        )
+        options = {"gold_source": source, "gold_count": 4}
     primary, overlap = assign(
         campaign=campaign,
         pool=pool,
@@ -29,8 +51,25 @@ def setup(campaign, assessor_a, assessor_b):
         overlap=0.5,
         partner=assessor_b,
         seed=5,
+        **options,
     )
+    if with_gold:
+        assert primary.items.filter(gold_only=True).count() == 3
     return {"pool": pool, "a": primary, "b": overlap}
+
+
+def _skeleton(html: str) -> str:
+    """The page without what differs between any two documents of one topic at one point of
+    the order: tokens, signed times, form ids, counts, document ids and titles, the prefetch."""
+    html = re.sub(r'<a class="button" data-nav="previous"[^>]*>', "<a previous>", html)
+    # The prefetched next document, and the topic card when it starts another topic.
+    html = re.sub(r'<template id="upcoming[\w-]*".*?</template>', "", html, flags=re.S)
+    html = re.sub(r'value="[^"]*"', 'value=""', html)
+    html = re.sub(r"/judge/[\w-]+/[\w-]+/", "/judge/T/I/", html)
+    html = re.sub(r"item=[\w-]+", "item=I", html)
+    html = re.sub(r'data-[\w-]*(token|item|submission|served|url)="[^"]*"', "data-x", html)
+    html = re.sub(r"hx-headers=\'[^\']*\'", "", html)
+    return re.sub(r"\d+", "N", html)
 
 
 def _judge_url(assignment, item) -> str:
@@ -168,15 +207,19 @@ def test_an_assessor_cannot_use_their_token_for_another_assignments_item(client,
     assert client.get(url).status_code == 404
 
 
+@pytest.mark.parametrize("with_gold", [False, True], ids=["plain", "gold"])
 def test_a_blinding_crawl_finds_no_run_tags_scores_ranks_or_other_labels(
-    client, campaign, assessor_a, assessor_b, setup
+    client, campaign, assessor_a, assessor_b, with_gold
 ):
     """Walk every page and fragment assessor A reaches while judging everything; nothing may
     name a run, a score, a rank, pool provenance, assessor B's labels and notes, or a model's
-    labels (a model assessor labelled every pair before A starts: issue 20)."""
+    labels (a model assessor labelled every pair before A starts: issue 20). With gold items
+    in A's order (issue 19): nothing says gold, names the gold source or shows a known label,
+    and an open gold-only document's page is any open document's page of its topic."""
     from assess.judging import submit
     from campaigns.judgments import Timing
 
+    setup = _setup(campaign, assessor_a, assessor_b, with_gold=with_gold)
     model_labels(setup["pool"])
 
     b_item = next_item(setup["b"])
@@ -209,6 +252,7 @@ def test_a_blinding_crawl_finds_no_run_tags_scores_ranks_or_other_labels(
         MODEL_ITERATION,
         "model",
     ]
+    forbidden += [GOLD_NAME, GOLD_ITERATION, "gold"]
     client.force_login(assessor_a)
     a = setup["a"]
     seen = []
@@ -222,9 +266,18 @@ def test_a_blinding_crawl_finds_no_run_tags_scores_ranks_or_other_labels(
     fetch(reverse("assess:campaign_home", args=[campaign.slug]))
     fetch(reverse("campaigns:guide", args=[campaign.slug]))
     fetch(reverse("campaigns:detail", args=[campaign.slug]), follow=True)
+    open_pages = {}
     for item in a.items.all():
-        fetch(_judge_url(a, item))
+        page = fetch(_judge_url(a, item))
         fetch(_judge_url(a, item), HTTP_HX_REQUEST="true")
+        html = page.content.decode()
+        # Nothing judged yet: no label is chosen on any page (a known label is never shown).
+        assert 'aria-pressed="true"' not in html
+        assert re.search(r'name="version" value="0"', html)
+        open_pages[item.pk] = _skeleton(html)
+    for item in a.items.filter(gold_only=True):
+        ordinary = a.items.filter(topic=item.topic, gold_id__isnull=True).first()
+        assert open_pages[item.pk] == open_pages[ordinary.pk]
     while (item := next_item(a)) is not None:
         url = _judge_url(a, item)
         response = client.post(
@@ -232,6 +285,10 @@ def test_a_blinding_crawl_finds_no_run_tags_scores_ranks_or_other_labels(
         )
         seen.append((url, response))
     fetch(reverse("assess:start", args=[campaign.slug, a.token]))
+    for item in a.items.all():  # judged now: each shows A's own label, as any judged document
+        fetch(_judge_url(a, item), HTTP_HX_REQUEST="true")
+    for topic in campaign.topics.all():
+        fetch(reverse("assess:judged", args=[campaign.slug, a.token, topic.pk]))
     for url, response in seen:
         text = (
             response.content.decode().lower()

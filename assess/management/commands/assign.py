@@ -1,6 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from assess import gold
 from assess.assignments import AssignmentError, assign
 from assess.models import Assignment
 from campaigns.cli import get_campaign
@@ -31,6 +32,20 @@ class Command(BaseCommand):
             help="Share of the documents served again later, unannounced, to measure the "
             "assessor's consistency (0-0.5; primary mode and its overlap).",
         )
+        parser.add_argument(
+            "--gold-from",
+            metavar="NAME",
+            help="Imported qrels source (import_qrels --assessor NAME) whose labelled pairs are "
+            "mixed silently into the order as gold documents, for accuracy.",
+        )
+        gold_amount = parser.add_mutually_exclusive_group()
+        gold_amount.add_argument(
+            "--gold-rate",
+            type=float,
+            default=0.0,
+            help="Gold documents as a share of the documents given (0-0.5).",
+        )
+        gold_amount.add_argument("--gold-count", type=int, help="Gold documents: how many.")
         parser.add_argument("--seed", type=int)
 
     def handle(self, *args, slug: str, **options) -> None:
@@ -54,6 +69,12 @@ class Command(BaseCommand):
             missing = sorted(set(wanted) - {t.topic_id for t in topics})
             if missing:
                 raise CommandError(f"No topic {', '.join(missing)} in {slug}.")
+        gold_source = None
+        if options["gold_from"]:
+            try:
+                gold_source = gold.source_named(campaign, options["gold_from"])
+            except ValueError as exc:
+                raise CommandError(f"--gold-from: {exc}") from None
         partner = user(options["partner"]) if options["partner"] else None
         if partner is not None and options["overlap"] is None:
             raise CommandError("--with needs --overlap (the share of documents to double).")
@@ -69,6 +90,9 @@ class Command(BaseCommand):
                 overlap=options["overlap"],
                 partner=partner,
                 repeat_rate=options["repeat_rate"],
+                gold_source=gold_source,
+                gold_rate=options["gold_rate"],
+                gold_count=options["gold_count"],
             )
         except AssignmentError as exc:
             raise CommandError(str(exc)) from None
@@ -79,6 +103,9 @@ class Command(BaseCommand):
                 if assignment.mode != Assignment.Mode.QUEUE
                 else "the shared queue"
             )
+            gold_items = assignment.items.filter(gold__isnull=False).count()
+            if gold_items:
+                what += f", {gold_items} of them gold"
             self.stdout.write(
                 f"{assignment.assessor.name}: {assignment.get_mode_display()} on "
                 f"{len(topics)} topic(s) of pool v{pool.version}, {what} (seed {assignment.seed})."
