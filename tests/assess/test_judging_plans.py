@@ -19,11 +19,14 @@ from django.db import connection
 
 from assess.assignments import assign
 from assess.judging import claim_next, load_scope, next_item, panel_reads
+from campaigns.members import add_member
+from tests.conftest import _user
 from tests.factories import judge, make_pool, small_campaign
 
 pytestmark = pytest.mark.django_db
 DOCS = 300  # per topic, two topics: 600 items an assignment, a queue of 600 entries
 JUDGED = 200
+BALLAST = 20_000
 # Rows one plan node may touch. The reads above touched hundreds (growing with the data); the
 # flat plans touch a few (small tables such as topics are read whole).
 MOST = 30
@@ -65,11 +68,19 @@ class Plans:
 
 def _widest(node: dict, path: str = "") -> list[tuple[int, str]]:
     loops = node.get("Actual Loops", 1) or 1
-    touched = loops * (
-        node.get("Actual Rows", 0)
-        + node.get("Rows Removed by Filter", 0)
-        + node.get("Rows Removed by Join Filter", 0)
-        + node.get("Rows Removed by Index Recheck", 0)
+    # A bitmap index scan counts index entries, dead row versions included (a counter row
+    # updated 200 times in this test's one transaction has as many); the heap scan above it
+    # counts the rows it read.
+    counted = node["Node Type"] != "Bitmap Index Scan"
+    touched = (
+        counted
+        * loops
+        * (
+            node.get("Actual Rows", 0)
+            + node.get("Rows Removed by Filter", 0)
+            + node.get("Rows Removed by Join Filter", 0)
+            + node.get("Rows Removed by Index Recheck", 0)
+        )
     )
     where = f"{path}/{node['Node Type']} {node.get('Index Name') or node.get('Relation Name', '')}"
     found = [(touched, where)]
@@ -85,7 +96,7 @@ def _assert_flat(call, *args, **kwargs):
     # side) is the planner's cheapest plan; on a campaign's real tables it is an index probe per
     # outer row. With those plans off, a plan that still touches many rows does so by its shape:
     # a walk filtered by a join, a sort of every candidate, a count, an index read whole.
-    off = ("enable_seqscan", "enable_hashjoin", "enable_mergejoin")
+    off = ("enable_seqscan", "enable_hashjoin", "enable_mergejoin", "enable_material")
     with connection.cursor() as cursor:
         for setting in off:
             cursor.execute(f"SET LOCAL {setting} = off")
@@ -107,13 +118,48 @@ def _analyze() -> None:
             cursor.execute(f"ANALYZE {table}")
 
 
+def _ballast(campaign, topic) -> None:
+    """Another assessor's BALLAST items and judgments and another pool's queue of BALLAST
+    entries: the tables as large as a real campaign's, so the planner's cheapest plan is an
+    index probe whatever dead space earlier tests left (a small table's size, and so its plan,
+    varied with it), and a plan that reads a whole index shows."""
+    user = _user("ballast")
+    add_member(campaign=campaign, user=user, role="assessor")
+    spare_pool = make_pool(campaign, depth=1)
+    (other,) = assign(campaign=campaign, pool=spare_pool, user=user, topics=[topic], seed=3)
+    rows = {"n": BALLAST, "assignment": other.pk, "assessor": other.assessor_id}
+    rows |= {"campaign": campaign.pk, "topic": topic.pk, "pool": spare_pool.pk}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO assess_assignmentitem (doc_id, position, token, withdrawn,"
+            " assignment_id, topic_id) SELECT 'ballast-' || g, 100000 + g, 'ballast-' || g,"
+            " false, %(assignment)s, %(topic)s FROM generate_series(1, %(n)s) g",
+            rows,
+        )
+        cursor.execute(
+            "INSERT INTO campaigns_judgment (doc_id, label, source, judged_at, first_judged_at,"
+            " note, unreadable, unsure, version, assessor_id, campaign_id, topic_id, iteration)"
+            " SELECT 'ballast-' || g, 0, 'judged', now(), now(), '', false, false, 1,"
+            " %(assessor)s, %(campaign)s, %(topic)s, '' FROM generate_series(1, %(n)s) g",
+            rows,
+        )
+        cursor.execute(
+            'INSERT INTO assess_queueitem (doc_id, replica, "order", done, pool_id, topic_id)'
+            " SELECT 'ballast-' || g, 0, g, false, %(pool)s, %(topic)s"
+            " FROM generate_series(1, %(n)s) g",
+            rows,
+        )
+
+
 @pytest.fixture
 def grown(postgres, campaign, assessor_a, assessor_b):
-    """An assignment of 600 items and a shared queue of 600 entries, each a third judged, with
-    statistics taken before any judgment existed (as after a bulk load, before autovacuum) or
-    after (``fresh``)."""
+    """An assignment of 600 items and a shared queue of 600 entries, each a third judged, beside
+    the ballast, with fresh statistics. (Statistics taken while a table was empty but not new,
+    after rows were deleted, say, make the planner believe it still holds none, and any plan can
+    then read it whole until autovacuum analyses it again, 50 rows and at most a minute later;
+    bulk writes analyse the tables they fill, pooljudge.common.)"""
 
-    def build(*, fresh: bool):
+    def build():
         pool = small_campaign(campaign, docs=DOCS)
         topics = list(campaign.topics.all())
         (primary,) = assign(campaign=campaign, pool=pool, user=assessor_a, topics=topics, seed=1)
@@ -121,21 +167,18 @@ def grown(postgres, campaign, assessor_a, assessor_b):
         (queue,) = assign(
             campaign=campaign, pool=queue_pool, user=assessor_b, topics=topics, mode="queue"
         )
-        if not fresh:
-            _analyze()
+        _ballast(campaign, topics[0])
         for _ in range(JUDGED):
             judge(next_item(primary), 1)
             judge(claim_next(queue), 0)
-        if fresh:
-            _analyze()
+        _analyze()
         return primary, queue
 
     return build
 
 
-@pytest.mark.parametrize("fresh", [False, True], ids=["stale-statistics", "fresh-statistics"])
-def test_a_primary_assignments_reads_are_flat(grown, fresh):
-    primary, _ = grown(fresh=fresh)
+def test_a_primary_assignments_reads_are_flat(grown):
+    primary, _ = grown()
     assessor = primary.assessor
     item = next_item(primary)
     # The scope of a request for a judged item (its judgment joined) and for an open one.
@@ -162,7 +205,7 @@ def test_a_primary_assignments_reads_are_flat(grown, fresh):
 
 
 def test_a_queue_claim_and_its_progress_are_flat(grown):
-    _, queue = grown(fresh=True)
+    _, queue = grown()
     last = queue.items.order_by("position").last()
     # Nothing open: the answer claims the next entry of the shared queue in its read.
     panel = _assert_flat(panel_reads, queue, after=last.position, claim=True)
