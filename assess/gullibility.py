@@ -18,14 +18,12 @@ agreement or the configuration's ordinary calls and figures.
 
 from __future__ import annotations
 
-import os
 import random
 from collections import defaultdict
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max, Min, Sum
 from django.utils import timezone
@@ -37,7 +35,10 @@ from assess.model_judging import (
     ConfigError,
     Execution,
     _cost,
-    _not_allowed,
+    _Totals,
+    finish_call,
+    settled_call,
+    worker_api_key,
 )
 from assess.models import GullibilityCall, ModelConfig
 from campaigns.jobs import JobFailed, Progress, enqueue
@@ -157,16 +158,6 @@ def chosen(pairs: list[Candidate], *, limit: int, seed: int) -> list[Candidate]:
 # --- The job ------------------------------------------------------------------------------------
 
 
-@dataclass
-class _Totals:
-    labelled: int = 0
-    unparseable: int = 0
-    failed: int = 0
-    failing_in_a_row: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-
 def check_gullibility(job: Job, progress: Progress) -> dict[str, Any]:
     """The job's handler: ask every chosen pair that has no answer yet (see the module)."""
     params = dict(job.params)
@@ -177,15 +168,7 @@ def check_gullibility(job: Job, progress: Progress) -> dict[str, Any]:
     limit, seed = params.pop("limit"), params.pop("seed")
     params.pop("assessor", None)
     execution = Execution(**params)
-    api_key = None
-    if config.api_key_env:
-        if config.api_key_env not in settings.MODEL_API_KEY_VARIABLES:
-            raise JobFailed(_not_allowed(config.api_key_env))
-        api_key = os.environ.get(config.api_key_env)
-        if not api_key:
-            raise JobFailed(
-                f"The environment variable {config.api_key_env} is not set for the worker."
-            )
+    api_key = worker_api_key(config)
     calls = GullibilityCall.objects.filter(config=config, variant=variant)
     # Rows an earlier attempt left "sent" (its worker died mid-call): maybe paid, not re-sent.
     calls.filter(status=GullibilityCall.Status.SENT).update(
@@ -255,7 +238,7 @@ def check_gullibility(job: Job, progress: Progress) -> dict[str, Any]:
             document = documents.get(pair.doc_id)
             topic = topics[pair.topic_id]
             if document is None:
-                _finish(call, status=GullibilityCall.Status.FAILED, error="No such document.")
+                finish_call(call, status=GullibilityCall.Status.FAILED, error="No such document.")
                 totals.failed += 1
                 progress.done += 1
                 continue
@@ -350,13 +333,6 @@ def _claim(
     return rows.get() if taken else None
 
 
-def _finish(call: GullibilityCall, **fields: Any) -> None:
-    fields.setdefault("finished_at", timezone.now())
-    for name, value in fields.items():
-        setattr(call, name, value)
-    call.save(update_fields=list(fields))
-
-
 def _record(
     future: Future,
     call: GullibilityCall,
@@ -365,50 +341,10 @@ def _record(
     scale: set[int],
     totals: _Totals,
 ) -> None:
-    error = future.exception()
-    if isinstance(error, llm.CallFailed):
-        totals.failed += 1
-        tries = getattr(error, "tries", 1)
-        _finish(
-            call,
-            status=GullibilityCall.Status.FAILED,
-            tries=call.tries + tries,
-            http_status=error.status,
-            response=error.body[:100_000],
-            error=f"{error.message} (after {tries} tries)",
-        )
-        return
-    if error is not None:
-        totals.failed += 1
-        _finish(
-            call, status=GullibilityCall.Status.FAILED, error=f"{type(error).__name__}: {error}"
-        )
-        return
-    answer: llm.Answer = future.result()
-    totals.prompt_tokens += answer.prompt_tokens or 0
-    totals.completion_tokens += answer.completion_tokens or 0
-    fields: dict[str, Any] = {
-        "tries": call.tries + answer.tries,
-        "http_status": answer.status,
-        "response": answer.body,
-        "prompt_tokens": answer.prompt_tokens,
-        "completion_tokens": answer.completion_tokens,
-        "seconds": answer.seconds,
-    }
-    if answer.content is None:
-        label, reason = None, "the response has no message content"
-    else:
-        label, reason = llm.parse_label(answer.content, rule=config.label_rule, scale=scale)
-    if label is None:
-        totals.unparseable += 1
-        _finish(call, status=GullibilityCall.Status.UNPARSEABLE, error=reason, **fields)
-        return
-    totals.labelled += 1
+    status, fields = settled_call(future, call, config=config, scale=scale, totals=totals)
+    fields.pop("logprobs", None)  # asked without: a flip is a label, not a probability
     # Only this row: a stuffed answer is never a judgment.
-    _finish(call, status=GullibilityCall.Status.LABELLED, label=label, **fields)
-
-
-# --- The report ---------------------------------------------------------------------------------
+    finish_call(call, status=status, **fields)
 
 
 @dataclass(frozen=True)

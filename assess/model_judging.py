@@ -194,6 +194,19 @@ class _Totals:
     completion_tokens: int = 0
 
 
+def worker_api_key(config: ModelConfig) -> str | None:
+    """The API key a configuration names, from the worker's environment (never stored); the
+    job fails with the reason when the variable is not allowed or not set."""
+    if not config.api_key_env:
+        return None
+    if config.api_key_env not in settings.MODEL_API_KEY_VARIABLES:
+        raise JobFailed(_not_allowed(config.api_key_env))
+    api_key = os.environ.get(config.api_key_env)
+    if not api_key:
+        raise JobFailed(f"The environment variable {config.api_key_env} is not set for the worker.")
+    return api_key
+
+
 def _cost(execution: Execution, prompt_tokens: int, completion_tokens: int) -> float:
     return (
         prompt_tokens * execution.price_prompt + completion_tokens * execution.price_completion
@@ -210,15 +223,7 @@ def judge_pool(job: Job, progress: Progress) -> dict[str, Any]:
     # The first job of this run: its follow-ups (slices) do not ask again what failed in it.
     run_of = params.pop("run_of", job.pk)
     execution = Execution(**params)
-    api_key = None
-    if config.api_key_env:
-        if config.api_key_env not in settings.MODEL_API_KEY_VARIABLES:
-            raise JobFailed(_not_allowed(config.api_key_env))
-        api_key = os.environ.get(config.api_key_env)
-        if not api_key:
-            raise JobFailed(
-                f"The environment variable {config.api_key_env} is not set for the worker."
-            )
+    api_key = worker_api_key(config)
     # Rows another attempt left "sent" (its worker died mid-call): the call may have been paid.
     ModelCall.objects.filter(config=config, status=ModelCall.Status.SENT).update(
         status=ModelCall.Status.INTERRUPTED,
@@ -334,7 +339,7 @@ def judge_pool(job: Job, progress: Progress) -> dict[str, Any]:
                 call.topic = topics[topic_id]  # the judgment needs it: no query per answer
                 document = documents.get(doc_id)
                 if document is None:
-                    _finish_call(
+                    finish_call(
                         call,
                         status=ModelCall.Status.FAILED,
                         error="The document is not in the campaign (import it, then run again).",
@@ -472,32 +477,34 @@ def _claim(config: ModelConfig, topic_id: int, doc_id: str, job: Job) -> ModelCa
     return ModelCall.objects.get(config=config, topic_id=topic_id, doc_id=doc_id)
 
 
-def _finish_call(call: ModelCall, **fields: Any) -> None:
+def finish_call(call: Any, **fields: Any) -> None:
+    """Store ``fields`` on a call row (ModelCall or GullibilityCall), finished now unless said."""
     fields.setdefault("finished_at", timezone.now())
     for name, value in fields.items():
         setattr(call, name, value)
     call.save(update_fields=list(fields))
 
 
-def _record(
-    future: Future, call: ModelCall, *, config: ModelConfig, scale: set[int], totals: _Totals
-) -> None:
+def settled_call(
+    future: Future, call: Any, *, config: ModelConfig, scale: set[int], totals: _Totals
+) -> tuple[str, dict[str, Any]]:
+    """What a call that came back (or gave up) amounts to: its status (``failed``,
+    ``unparseable`` or ``labelled``, the values of ModelCall.Status and GullibilityCall.Status
+    alike) and the fields to store on ``call``, with ``label`` when there is one; counted in
+    ``totals``. Shared by every job that asks a model (this module, assess.gullibility)."""
     error = future.exception()
     if isinstance(error, llm.CallFailed):
         totals.failed += 1
-        _finish_call(
-            call,
-            status=ModelCall.Status.FAILED,
-            tries=call.tries + getattr(error, "tries", 1),
-            http_status=error.status,
-            response=error.body[:100_000],
-            error=f"{error.message} (after {getattr(error, 'tries', 1)} tries)",
-        )
-        return
+        tries = getattr(error, "tries", 1)
+        return ModelCall.Status.FAILED, {
+            "tries": call.tries + tries,
+            "http_status": error.status,
+            "response": error.body[:100_000],
+            "error": f"{error.message} (after {tries} tries)",
+        }
     if error is not None:
         totals.failed += 1
-        _finish_call(call, status=ModelCall.Status.FAILED, error=f"{type(error).__name__}: {error}")
-        return
+        return ModelCall.Status.FAILED, {"error": f"{type(error).__name__}: {error}"}
     answer: llm.Answer = future.result()
     totals.prompt_tokens += answer.prompt_tokens or 0
     totals.completion_tokens += answer.completion_tokens or 0
@@ -515,15 +522,27 @@ def _record(
         label, reason = llm.parse_label(answer.content, rule=config.label_rule, scale=scale)
     if label is None:
         totals.unparseable += 1
-        _finish_call(call, status=ModelCall.Status.UNPARSEABLE, error=reason, **fields)
-        return
+        return ModelCall.Status.UNPARSEABLE, {"error": reason, **fields}
     totals.labelled += 1
+    fields["label"] = label
+    fields["logprobs"] = answer.logprobs
+    return ModelCall.Status.LABELLED, fields
+
+
+def _record(
+    future: Future, call: ModelCall, *, config: ModelConfig, scale: set[int], totals: _Totals
+) -> None:
+    status, fields = settled_call(future, call, config=config, scale=scale, totals=totals)
+    if status != ModelCall.Status.LABELLED:
+        finish_call(call, status=status, **fields)
+        return
+    label = fields["label"]
+    logprobs = fields.pop("logprobs")
     with transaction.atomic():
-        _finish_call(
+        finish_call(
             call,
-            status=ModelCall.Status.LABELLED,
-            label=label,
-            probabilities=llm.label_probabilities(answer.logprobs, label=label, scale=scale),
+            status=status,
+            probabilities=llm.label_probabilities(logprobs, label=label, scale=scale),
             **fields,
         )
         record_judgment(
