@@ -36,6 +36,7 @@ from assess.model_judging import (
     Execution,
     _cost,
     _Totals,
+    call_request,
     finish_call,
     settled_call,
     worker_api_key,
@@ -242,26 +243,15 @@ def check_gullibility(job: Job, progress: Progress) -> dict[str, Any]:
                 totals.failed += 1
                 progress.done += 1
                 continue
-            prompt = llm.render_prompt(
-                config.prompt_template,
-                topic={
-                    "title": topic.title,
-                    "description": topic.description,
-                    "narrative": topic.narrative,
-                },
+            request = call_request(
+                config,
+                topic=topic,
                 labels=labels,
-                document_title=document.title,
-                document=stuffed(document.body, topic, variant),
-            )
-            request = llm.Request(
+                title=document.title,
+                body=stuffed(document.body, topic, variant),
                 url=url,
-                model=config.model,
-                prompt=prompt,
-                temperature=config.temperature,
-                seed=config.seed,
-                max_tokens=config.max_tokens,
-                logprobs=False,
                 api_key=api_key,
+                logprobs=False,
             )
             future = executor.submit(
                 llm.call,

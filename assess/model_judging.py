@@ -207,6 +207,42 @@ def worker_api_key(config: ModelConfig) -> str | None:
     return api_key
 
 
+def call_request(
+    config: ModelConfig,
+    *,
+    topic: Topic,
+    labels: list[tuple[int, str, str]],
+    title: str,
+    body: str,
+    url: str,
+    api_key: str | None,
+    logprobs: bool | None = None,
+) -> llm.Request:
+    """The request that asks ``config`` about one document (``body`` as the model is to read
+    it) for ``topic``: its frozen prompt template, model and sampling settings."""
+    prompt = llm.render_prompt(
+        config.prompt_template,
+        topic={
+            "title": topic.title,
+            "description": topic.description,
+            "narrative": topic.narrative,
+        },
+        labels=labels,
+        document_title=title,
+        document=body,
+    )
+    return llm.Request(
+        url=url,
+        model=config.model,
+        prompt=prompt,
+        temperature=config.temperature,
+        seed=config.seed,
+        max_tokens=config.max_tokens,
+        logprobs=config.logprobs if logprobs is None else logprobs,
+        api_key=api_key,
+    )
+
+
 def _cost(execution: Execution, prompt_tokens: int, completion_tokens: int) -> float:
     return (
         prompt_tokens * execution.price_prompt + completion_tokens * execution.price_completion
@@ -347,26 +383,13 @@ def judge_pool(job: Job, progress: Progress) -> dict[str, Any]:
                     totals.failed += 1
                     progress.done += 1
                     continue
-                topic = topics[topic_id]
-                prompt = llm.render_prompt(
-                    config.prompt_template,
-                    topic={
-                        "title": topic.title,
-                        "description": topic.description,
-                        "narrative": topic.narrative,
-                    },
+                request = call_request(
+                    config,
+                    topic=topics[topic_id],
                     labels=labels,
-                    document_title=document.title,
-                    document=document.body,
-                )
-                request = llm.Request(
+                    title=document.title,
+                    body=document.body,
                     url=url,
-                    model=config.model,
-                    prompt=prompt,
-                    temperature=config.temperature,
-                    seed=config.seed,
-                    max_tokens=config.max_tokens,
-                    logprobs=config.logprobs,
                     api_key=api_key,
                 )
                 future = executor.submit(
