@@ -315,12 +315,11 @@ def test_with_the_reveal_on_the_scope_stays_flat(grown):
     rows whatever the size of the assignment (tests/assess/test_judging_plans.py's measure).
     With statistics taken before the judgments existed the planner walks the pair's topic
     instead (448 rows here, the topic's judgments): said in assess/reveal.py, not hidden. With
-    the reveal off the subquery never runs (test_judging_plans passes on stale statistics)."""
-    fresh = True
+    the reveal off the subquery never runs."""
     from assess.judging import load_scope
     from tests.assess.test_judging_plans import _assert_flat
 
-    primary, _ = grown(fresh=fresh)
+    primary, _ = grown()
     campaign = primary.campaign
     _reveal(campaign)
     model_labels(primary.pool)
