@@ -24,6 +24,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from assess.models import Assignment, AssignmentItem, RepeatVerdict
+from campaigns.judgments import REUSED_MESSAGE
 from campaigns.models import Campaign, Judgment
 
 # A repeat comes back at least this many documents after the first serve when the order allows
@@ -130,7 +131,7 @@ def record(
         return again.label
 
 
-REUSED = "That form was already used for another document."
+REUSED = REUSED_MESSAGE  # as an ordinary verdict says it: a repeat must not stand out
 NOT_OPEN = "This document was taken away from you or is judged already."
 
 

@@ -31,12 +31,17 @@ class InvalidLabel(ValueError):
     pass
 
 
+# Word for word the same wherever a form's id is refused (a planted repeat's page included: a
+# different word would tell a repeat from a first serve).
+REUSED_MESSAGE = "This form was already used for another document."
+
+
 class SubmissionReused(ValueError):
     """The form's one-time submission id was already used for another (assessor, document):
     replaying it must not make a second document look judged."""
 
     def __init__(self) -> None:
-        super().__init__("This form was already used for another document.")
+        super().__init__(REUSED_MESSAGE)
 
 
 def _stored(submission_id: uuid.UUID, *, assessor: Assessor, topic: Topic, doc_id: str):

@@ -207,7 +207,11 @@ def test_a_replayed_repeat_form_records_once_and_a_reused_one_is_refused(
     other = assignment.items.filter(repeat_of__isnull=False, judgment__isnull=True).first()
     other_url = reverse("assess:judge", args=[campaign.slug, assignment.token, other.token])
     answer = client.post(other_url, {**form, "label": "2"}, HTTP_HX_REQUEST="true")
-    assert "already used for another document" in answer.content.decode()
+    # Word for word what an ordinary document's page says to a reused form: one word apart
+    # ("That" for "This") told a planted repeat from a first serve.
+    from campaigns.judgments import SubmissionReused
+
+    assert str(SubmissionReused()) in answer.content.decode()
     assert not RepeatVerdict.objects.filter(item=other).exists()
     assert AssignmentItem.objects.get(pk=other.pk).judgment_id is None
 
