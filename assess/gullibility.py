@@ -38,6 +38,7 @@ from assess.model_judging import (
     _Totals,
     call_request,
     finish_call,
+    running_job,
     settled_call,
     worker_api_key,
 )
@@ -123,12 +124,7 @@ def start_gullibility_check(
             "non-relevant that this configuration labelled non-relevant too (judge the pool "
             "with it first)."
         )
-    busy = (
-        Job.objects.active()
-        .filter(kind=JOB_KIND, campaign_id=config.campaign_id, params__config=config.pk)
-        .order_by()
-        .first()
-    )
+    busy = running_job(JOB_KIND, config)
     if busy is not None:
         raise ConfigError(f"Job {busy.pk} is already checking this configuration.")
     return enqueue(

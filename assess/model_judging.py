@@ -21,6 +21,7 @@ import re
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from typing import Any
 
 from django.conf import settings
@@ -59,6 +60,11 @@ class Execution:
     price_prompt: float = 0.0
     price_completion: float = 0.0
     retry_interrupted: bool = False
+
+    @classmethod
+    def from_form(cls, data: dict[str, Any]) -> Execution:
+        """From a form's cleaned data: the fields it has, the defaults for the rest."""
+        return cls(**{f.name: data[f.name] for f in dataclass_fields(cls) if f.name in data})
 
     def check(self) -> None:
         if not 1 <= self.concurrency <= 64:
@@ -150,6 +156,16 @@ def _not_allowed(name: str) -> str:
     )
 
 
+def running_job(kind: str, config: ModelConfig) -> Job | None:
+    """A job of ``kind`` queued or running for ``config`` (one at a time per configuration)."""
+    return (
+        Job.objects.active()
+        .filter(kind=kind, campaign_id=config.campaign_id, params__config=config.pk)
+        .order_by()
+        .first()
+    )
+
+
 def start_model_judging(
     *, config: ModelConfig, pool: Pool, execution: Execution = Execution(), user=None
 ) -> Job:
@@ -159,12 +175,7 @@ def start_model_judging(
         raise ConfigError("The pool and the configuration belong to different campaigns.")
     if pool.built_at is None:
         raise ConfigError(f"Pool v{pool.version} is not built.")
-    busy = (
-        Job.objects.active()
-        .filter(kind=JOB_KIND, campaign_id=config.campaign_id, params__config=config.pk)
-        .order_by()
-        .first()
-    )
+    busy = running_job(JOB_KIND, config)
     if busy is not None:
         raise ConfigError(f"Job {busy.pk} is already judging with this configuration.")
     return enqueue(

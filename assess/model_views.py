@@ -89,15 +89,7 @@ def model_judges(request: HttpRequest, slug: str) -> HttpResponse:
                 job = start_model_judging(
                     config=config,
                     pool=pool,
-                    execution=Execution(
-                        concurrency=data["concurrency"],
-                        per_minute=data["per_minute"],
-                        timeout=data["timeout"],
-                        retries=data["retries"],
-                        price_prompt=data["price_prompt"],
-                        price_completion=data["price_completion"],
-                        retry_interrupted=data["retry_interrupted"],
-                    ),
+                    execution=Execution.from_form(data),
                     user=request.user,
                 )
         except ConfigError as exc:
@@ -170,14 +162,7 @@ def gullibility_check(request: HttpRequest, slug: str) -> HttpResponse:
             with transaction.atomic():
                 job = gullibility.start_gullibility_check(
                     config=config,
-                    execution=Execution(
-                        concurrency=data["concurrency"],
-                        per_minute=data["per_minute"],
-                        timeout=data["timeout"],
-                        retries=data["retries"],
-                        price_prompt=data["price_prompt"],
-                        price_completion=data["price_completion"],
-                    ),
+                    execution=Execution.from_form(data),
                     limit=data["limit"],
                     seed=data["seed"],
                     user=request.user,
