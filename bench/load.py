@@ -25,9 +25,11 @@ stack, in three parts, each figure also a ratio to something measured in the sam
    step between two closed loops of as many clients on /healthz (the trivial view; the
    baseline is their mean, since the machine's other users come and go) and after a closed loop
    of the same clients on an empty page that needs a login (the floor of any logged-in
-   request: every middleware, the session, the user); judgments/s, the ratios to both, and the
-   CPU split of the machine between the load generator, gunicorn, PostgreSQL and everything
-   else; the knee is the first step within 10 % of the best rate.
+   request: every middleware, the session, the user) and one on a logged-in POST that inserts a
+   row and commits (the floor of any request that stores something; its CPU per row is
+   printed); judgments/s, the ratios to the three, and the CPU split of the machine between
+   the load generator, gunicorn, PostgreSQL and everything else; the knee is the first step
+   within 10 % of the best rate.
 
 Setup, all on loopback, torn down afterwards: a fresh PostgreSQL database (``pj_load``, or
 ``PJ_LOAD_DB``), migrated, static files collected (served by WhiteNoise from gunicorn as in
@@ -85,6 +87,10 @@ HOST = "127.0.0.1"
 SLUG = "load"
 USER_PREFIX = "load"
 SIGNED_IN = "/bench/signed-in"  # the logged-in floor (added to this server's URLconf only)
+# The floor of a request that stores something: a logged-in POST (CSRF checked) that inserts
+# one row in a transaction and commits; no judging code at all (this server's URLconf only).
+WRITE_FLOOR = "/bench/write-floor"
+WRITE_FLOOR_TABLE = "bench_write_floor"
 PROBE_USER = "probe"
 PASSWORD = "load-bench-password-4711"  # noqa: S105 (throwaway accounts in a throwaway database)
 
@@ -511,6 +517,29 @@ async def run_signed_in(
     await asyncio.gather(*(loop(assessor) for assessor in assessors))
 
 
+async def run_write_floor(
+    assessors: Sequence[Assessor], rec: Recorder, name: str, seconds: float
+) -> None:
+    """The floor of a stored verdict in a closed loop: each assessor posts, as judge.js posts a
+    verdict (CSRF token, htmx headers), to a view that inserts one row and commits. What a
+    judgment costs beyond it is the judging itself: finding the item, checking it is still
+    this assessor's, the idempotent write, the next document and the answer."""
+    rec.phase = name
+    deadline = time.perf_counter() + seconds
+
+    async def loop(assessor: Assessor) -> None:
+        while time.perf_counter() < deadline:
+            await assessor.send(
+                "write-floor",
+                "POST",
+                WRITE_FLOOR,
+                data={"label": "1"},
+                headers=assessor._post_headers(),
+            )
+
+    await asyncio.gather(*(loop(assessor) for assessor in assessors))
+
+
 async def run_healthz(
     client: httpx.AsyncClient, rec: Recorder, name: str, clients: int, seconds: float
 ) -> None:
@@ -800,6 +829,7 @@ async def drive(
                 for name, work in (
                     (f"healthz c={level}", None),
                     (f"signed-in c={level}", None),
+                    (f"write-floor c={level}", None),
                     (f"judging c={level}", chosen),
                     (f"healthz after c={level}", None),
                 ):
@@ -809,6 +839,8 @@ async def drive(
                     start = await monitor.snapshot()
                     if name.startswith("signed-in"):
                         await run_signed_in(chosen, rec, name, seconds)
+                    elif name.startswith("write-floor"):
+                        await run_write_floor(chosen, rec, name, seconds)
                     elif work is None:
                         await run_healthz(client, rec, name, level, seconds)
                     else:
@@ -1007,17 +1039,20 @@ def report(
         "3. saturation: closed loops without think time; /healthz by as many clients just "
         "before and after (healthz/s: their mean); signed-in/s: an empty page that needs a "
         "login, asked for by the same clients just before (every middleware, the session and "
-        "the user read: the floor of any logged-in request); ratio: judgments/s over healthz/s, "
-        "floor: over signed-in/s"
+        "the user read: the floor of any logged-in request); write/s: a logged-in POST, as "
+        "judge.js posts, to a view that inserts one row and commits (the floor of any request "
+        "that stores something); ratio: judgments/s over healthz/s, floor: over signed-in/s, "
+        "of write: over write/s"
     )
     head = (
-        f"{'clients':>8}{'healthz/s':>10}{'signed-in/s':>12}{'judg/s':>8}{'ratio':>8}"
-        f"{'floor':>7}{'sub p50':>8}{'sub p95':>8}"
+        f"{'clients':>8}{'healthz/s':>10}{'signed-in/s':>12}{'write/s':>8}{'judg/s':>8}"
+        f"{'ratio':>8}{'floor':>7}{'of write':>9}{'sub p50':>8}{'sub p95':>8}"
         f"{'errors':>7}{'CPU% gen':>9}{'gunicorn':>9}{'postgres':>9}{'others':>8}"
         f"{'gunicorn ms/j':>14}{'pg ms/j':>9}"
     )
     print("   " + head)
     steps = []
+    write_costs = []
     for level in args.levels:
         work = next(r for r in results if r.name == f"judging c={level}")
         healthz = statistics.mean(
@@ -1027,6 +1062,11 @@ def report(
         )
         floor_step = next(r for r in results if r.name == f"signed-in c={level}")
         floor = sum(1 for x in floor_step.samples if x.ok) / floor_step.wall
+        write_step = next(r for r in results if r.name == f"write-floor c={level}")
+        writes = sum(1 for x in write_step.samples if x.ok) / write_step.wall
+        write_db = cpu_delta(write_step.start.db, write_step.end.db)
+        write_web = cpu_delta(write_step.start.web, write_step.end.web)
+        write_ok = max(1, sum(1 for x in write_step.samples if x.ok))
         jps = work.judgments_per_second
         judge = [x.seconds for x in work.samples if x.kind == "judge"]
         wall_cpu = work.wall * cpus / 100  # CPU seconds in 1 % of the machine
@@ -1035,17 +1075,21 @@ def report(
         db = cpu_delta(work.start.db, work.end.db) / wall_cpu
         busy, ours = work.machine_busy()
         judgments = max(1, sum(1 for x in work.samples if x.kind == "judge" and x.ok))
-        steps.append((level, jps, healthz, floor))
+        steps.append((level, jps, healthz, floor, writes))
+        write_costs.append((level, 1000 * write_web / write_ok, 1000 * write_db / write_ok))
         print(
-            f"   {level:>8}{healthz:>10.0f}{floor:>12.0f}{jps:>8.1f}"
+            f"   {level:>8}{healthz:>10.0f}{floor:>12.0f}{writes:>8.0f}{jps:>8.1f}"
             f"{jps / healthz if healthz else 0:>8.3f}{jps / floor if floor else 0:>7.2f}"
+            f"{jps / writes if writes else 0:>9.2f}"
             f"{_ms(percentile(judge, 50)):>8}{_ms(percentile(judge, 95)):>8}{work.errors:>7}"
             f"{gen:>9.0f}{web:>9.0f}{db:>9.0f}{max(0.0, busy - ours):>8.0f}"
             f"{1000 * cpu_delta(work.start.web, work.end.web) / judgments:>14.1f}"
             f"{1000 * cpu_delta(work.start.db, work.end.db) / judgments:>9.1f}"
         )
     best = max(step[1] for step in steps)
-    knee_level, knee_jps, knee_healthz, knee_floor = next(x for x in steps if x[1] >= 0.9 * best)
+    knee_level, knee_jps, knee_healthz, knee_floor, knee_writes = next(
+        x for x in steps if x[1] >= 0.9 * best
+    )
     print(
         "   (CPU %: share of the whole machine during the step: generator = this client, "
         "others = everything else on the machine; ms/j: CPU per judgment, all requests of the "
@@ -1055,7 +1099,15 @@ def report(
         f"   knee: {knee_jps:.0f} judgments/s at {knee_level} clients (the first step within 10 % "
         f"of the best, {best:.0f}/s); /healthz at that step {knee_healthz:.0f}/s: ratio "
         f"{knee_jps / knee_healthz if knee_healthz else 0:.3f}; the logged-in floor "
-        f"{knee_floor:.0f}/s: ratio {knee_jps / knee_floor if knee_floor else 0:.2f}"
+        f"{knee_floor:.0f}/s: ratio {knee_jps / knee_floor if knee_floor else 0:.2f}; the write "
+        f"floor {knee_writes:.0f}/s: ratio {knee_jps / knee_writes if knee_writes else 0:.2f}"
+    )
+    print(
+        "   write floor, CPU per stored row: "
+        + "; ".join(
+            f"c={level} gunicorn {web:.1f} ms, PostgreSQL {db:.1f} ms"
+            for level, web, db in write_costs
+        )
     )
     if rec.failures:
         print("failures: " + ", ".join(f"{k} x{v}" for k, v in rec.failures.most_common()))
@@ -1286,6 +1338,19 @@ def service_cost(args: argparse.Namespace) -> list[str]:
     return lines
 
 
+def write_floor(request: Any) -> Any:
+    """The write floor's view: one row inserted in a transaction and committed."""
+    from django.db import connection, transaction
+    from django.http import HttpResponse
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {WRITE_FLOOR_TABLE} (user_id, label) VALUES (%s, %s)",  # noqa: S608
+            [request.user.pk, request.POST.get("label", "")],
+        )
+    return HttpResponse("ok")
+
+
 def warm_wsgi() -> Callable[..., Any]:
     """gunicorn's application (``--preload``): pooljudge.wsgi's, with the URLconf loaded in the
     master before the workers fork.
@@ -1299,6 +1364,7 @@ def warm_wsgi() -> Callable[..., Any]:
     from django.db import connections
     from django.http import HttpResponse
     from django.urls import get_resolver, path
+    from django.views.decorators.http import require_POST
 
     from pooljudge.wsgi import application
 
@@ -1307,6 +1373,9 @@ def warm_wsgi() -> Callable[..., Any]:
     # user read, an empty answer. Only this benchmark's server has it.
     resolver.urlconf_module.urlpatterns.append(
         path(SIGNED_IN[1:], login_required(lambda request: HttpResponse("ok")), name="bench_floor")
+    )
+    resolver.urlconf_module.urlpatterns.append(
+        path(WRITE_FLOOR[1:], login_required(require_POST(write_floor)), name="bench_write")
     )
     resolver.url_patterns  # noqa: B018 (evaluated for its side effect: the imports)
     connections.close_all()  # nothing the workers would inherit
@@ -1345,6 +1414,12 @@ def setup_campaign(assessors: int, items: int) -> dict[str, Any]:
     from pooling.models import Pool
     from pooling.pools import create_pool
 
+    with connection.cursor() as cursor:  # the write floor's table (see write_floor)
+        cursor.execute(
+            f"CREATE TABLE IF NOT EXISTS {WRITE_FLOOR_TABLE} (id bigserial PRIMARY KEY, "
+            "user_id bigint NOT NULL, written_at timestamptz NOT NULL DEFAULT now(), "
+            "label text NOT NULL)"
+        )
     rubric = json.loads((DEMO / "rubric.json").read_text())
     campaign = Campaign.objects.create(
         slug=SLUG,

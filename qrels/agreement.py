@@ -342,11 +342,19 @@ def pairwise_agreement(
     if unknown:
         raise ValueError(f"no judgments from {', '.join(map(repr, unknown))}")
 
+    # Negative labels are rare (imported qrels only): an assessor's few are found once, and a
+    # pair of assessors looks only at those, not at every pair both judged.
+    negatives = {
+        name: {pair for pair, label in verdicts.items() if label < 0}
+        for name, verdicts in judgments.items()
+    }
     results = []
     for a, b in combinations(order, 2):
         ja, jb = encoded[a], encoded[b]
         common = ja.keys() & jb.keys()
-        negative = _negative_cells(judgments.get(a, {}), judgments.get(b, {}))
+        negative = _negative_cells(
+            judgments.get(a, {}), judgments.get(b, {}), negatives.get(a), negatives.get(b)
+        )
         if not common:
             if negative:
                 results.append(_only_negative(a, b, out_labels, negative))
@@ -376,13 +384,21 @@ def pairwise_agreement(
 NegativeCells = dict[str, Counter]  # topic -> Counter((label a, label b)) of negative pairs
 
 
-def _negative_cells(ja: Mapping[tuple[str, str], int], jb: Mapping[tuple[str, str], int]):
-    """Per topic, the (a's label, b's label) of the pairs both labelled where one is negative."""
+def _negative_cells(
+    ja: Mapping[tuple[str, str], int],
+    jb: Mapping[tuple[str, str], int],
+    negative_a: set[tuple[str, str]] | None = None,
+    negative_b: set[tuple[str, str]] | None = None,
+) -> NegativeCells:
+    """Per topic, the (a's label, b's label) of the pairs both labelled where one is negative
+    (``negative_a``, ``negative_b``: the pairs each labelled below 0, when known)."""
+    if negative_a is None:
+        negative_a = {pair for pair, label in ja.items() if label < 0}
+    if negative_b is None:
+        negative_b = {pair for pair, label in jb.items() if label < 0}
     cells: NegativeCells = {}
-    for pair in ja.keys() & jb.keys():
-        label_a, label_b = ja[pair], jb[pair]
-        if label_a < 0 or label_b < 0:
-            cells.setdefault(pair[0], Counter())[(label_a, label_b)] += 1
+    for pair in (negative_a & jb.keys()) | (negative_b & ja.keys()):
+        cells.setdefault(pair[0], Counter())[(ja[pair], jb[pair])] += 1
     return cells
 
 

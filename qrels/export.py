@@ -47,9 +47,16 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 import pooljudge
-from campaigns.models import Assessor, Campaign, Judgment, JudgmentRevision, RubricVersion
+from campaigns.models import (
+    Assessor,
+    Campaign,
+    Judgment,
+    JudgmentRevision,
+    RubricVersion,
+    Topic,
+)
 from pooling.models import Pool, PoolEntry, Run
-from pooljudge.common import ProgressFn, neutralise, no_progress
+from pooljudge.common import ProgressFn, analyse_stale_tables, neutralise, no_progress
 from qrels import agreement, sampled
 from qrels.export_pass import ExportPass, QrelsWriter
 from qrels.hashed_files import Background, BundleFile, HashingStream
@@ -198,6 +205,9 @@ def export_bundle(
         )
     except ValueError as exc:
         raise ExportError(str(exc)) from None
+    # The tables every query below reads; a campaign's judgments arrive one at a time, so no
+    # bulk write keeps their planner statistics fresh.
+    analyse_stale_tables(Judgment, PoolEntry, Assessor, Topic)
     if policy == "refuse" and not per_assessor:
         conflicts = find_conflicts(s)
         if conflicts:

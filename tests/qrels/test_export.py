@@ -699,6 +699,38 @@ def test_the_planner_settings_of_the_export_query_are_restored(campaign, judged,
     assert (current("enable_nestloop"), current("work_mem")) == before
 
 
+def test_an_export_first_analyses_the_tables_it_finds_without_statistics(
+    campaign, judged, tmp_path
+):
+    """Judgments arrive one at a time, so no bulk write refreshes their statistics; a table
+    autovacuum has not analysed (never, here) is analysed before the export plans its reads.
+    Elsewhere than on PostgreSQL nothing is analysed (issue 17)."""
+    from django.db import connection
+
+    from pooljudge.common import analyse_stale_tables
+
+    if connection.vendor != "postgresql":
+        assert analyse_stale_tables(Judgment, Topic) == []
+        export_bundle(campaign=campaign, destination=tmp_path)
+        return
+
+    def reltuples() -> float:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT reltuples FROM pg_class WHERE oid = 'campaigns_judgment'::regclass"
+            )
+            return cursor.fetchone()[0]
+
+    with connection.cursor() as cursor:  # as on a table never analysed (rolled back after)
+        cursor.execute(
+            "UPDATE pg_class SET reltuples = -1 WHERE oid = 'campaigns_judgment'::regclass"
+        )
+    assert reltuples() == -1
+    export_bundle(campaign=campaign, destination=tmp_path)
+    assert reltuples() == Judgment.objects.count() > 0
+    assert "campaigns_judgment" not in analyse_stale_tables(Judgment)  # fresh now: left alone
+
+
 @pytest.mark.parametrize(
     "options",
     [
