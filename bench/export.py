@@ -27,6 +27,9 @@ best of --repeat runs:
                   processes' nice level, CPU time much less)
   export zip      the same bundle as one zip (deflate level 6) streamed to a file (skipped with
                   --directory-only)
+  phases          where the fastest run's time went, from its progress messages: checking the
+                  statistics and counting, waiting for the sorted query's first row, the pass
+                  (qrels and tallies here, the sidecar in its process), agreement, documentation
 and the ratios to the floor. Targets: export <= 3x the floor, peak RSS < 300 MB, the export
 without statistics within 1.5x of the export with them. No assertions.
 Judgment revisions are not created (the export reads current verdicts only).
@@ -35,6 +38,7 @@ Judgment revisions are not created (the export reads current verdicts only).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -320,6 +324,11 @@ def child(out: Path, zipped: bool) -> None:
     from qrels.export import export_bundle, use_snapshot
 
     campaign = Campaign.objects.get(slug=SLUG)
+    phases: dict[str, float] = {}  # progress message -> seconds from the start, when first seen
+
+    def progress(done: int, total: int | None, message: str) -> None:
+        phases.setdefault(message, time.perf_counter() - start)
+
     start = time.perf_counter()
     cpu = time.process_time()
     with transaction.atomic():
@@ -327,9 +336,11 @@ def child(out: Path, zipped: bool) -> None:
         if zipped:
             target = out / "bundle.zip"
             with open(target, "wb") as handle:
-                result = export_bundle(campaign=campaign, destination=handle, zip=True)
+                result = export_bundle(
+                    campaign=campaign, destination=handle, zip=True, progress=progress
+                )
         else:
-            result = export_bundle(campaign=campaign, destination=out / "bundle")
+            result = export_bundle(campaign=campaign, destination=out / "bundle", progress=progress)
     seconds = time.perf_counter() - start
     cpu = time.process_time() - cpu
     size = result.zip_bytes if zipped else sum(f.bytes for f in result.files)
@@ -347,6 +358,7 @@ def child(out: Path, zipped: bool) -> None:
                 "sidecar_peak_rss_kb": sidecar,
                 "cpu": cpu,
                 "sidecar_cpu": children.ru_utime + children.ru_stime,
+                "phases": phases,
                 **result.counts,
             }
         )
@@ -451,6 +463,28 @@ def measure(
             f"wall/floor {wall / floor:4.2f}x; CPU {cpu:.1f} s exporting + {sidecar_cpu:.1f} s "
             "sidecar process"
         )
+        fastest = min(runs, key=lambda r: r[1])[3]
+        print(f"  {label} phases (the fastest run): " + phase_line(fastest))
+
+
+def phase_line(report: dict) -> str:
+    """Where an export's time went, from the first time each progress message was seen: the
+    statistics check, the scope and the progress count before "reading judgments"; the wait for
+    the sorted query's first row; the pass; agreement; documentation (and the zip)."""
+    seen = sorted(report["phases"].items(), key=lambda item: item[1])
+    marks = [("start", 0.0), *seen, ("end", report["seconds"])]
+    names = {
+        "start": "count",
+        "reading judgments": "first row",
+        "writing qrels and sidecar": "pass",
+        "computing agreement": "agreement",
+        "writing documentation": "documentation",
+        "zipping": "zip",
+    }
+    return ", ".join(
+        f"{names.get(name, name)} {following - at:.2f} s"
+        for (name, at), (_, following) in itertools.pairwise(marks)
+    )
 
 
 if __name__ == "__main__":

@@ -339,7 +339,7 @@ def _write_rows_and_documentation(
         progress(rows.done, total, "writing qrels and sidecar")
     rows.finish()
     done = rows.done
-    progress(done, total, "writing documentation")
+    progress(done, total, "computing agreement")
 
     files: list[BundleFile] = []
     if qrels is not None:
@@ -349,6 +349,7 @@ def _write_rows_and_documentation(
     files += rows.qrels_files(lambda display: f"Qrels of assessor {display} alone.")
     # The agreement figures (a bootstrap) while the sidecar's process may still be writing.
     agreement_figures = _agreement(s, _blind(s, rows.overlap, rows.assessor_ids))
+    progress(done, total, "writing documentation")
     files += sidecar.close()
     if qrels is not None and s.pool is not None and s.pool.strategy == Pool.Strategy.SAMPLE:
         files += _sample_eval_files(root, s.pool)
