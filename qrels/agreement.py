@@ -352,9 +352,7 @@ def pairwise_agreement(
     for a, b in combinations(order, 2):
         ja, jb = encoded[a], encoded[b]
         common = ja.keys() & jb.keys()
-        negative = _negative_cells(
-            judgments.get(a, {}), judgments.get(b, {}), negatives.get(a), negatives.get(b)
-        )
+        negative = _negative_cells(judgments[a], judgments[b], negatives[a], negatives[b])
         if not common:
             if negative:
                 results.append(_only_negative(a, b, out_labels, negative))
@@ -387,15 +385,11 @@ NegativeCells = dict[str, Counter]  # topic -> Counter((label a, label b)) of ne
 def _negative_cells(
     ja: Mapping[tuple[str, str], int],
     jb: Mapping[tuple[str, str], int],
-    negative_a: set[tuple[str, str]] | None = None,
-    negative_b: set[tuple[str, str]] | None = None,
+    negative_a: set[tuple[str, str]],
+    negative_b: set[tuple[str, str]],
 ) -> NegativeCells:
     """Per topic, the (a's label, b's label) of the pairs both labelled where one is negative
-    (``negative_a``, ``negative_b``: the pairs each labelled below 0, when known)."""
-    if negative_a is None:
-        negative_a = {pair for pair, label in ja.items() if label < 0}
-    if negative_b is None:
-        negative_b = {pair for pair, label in jb.items() if label < 0}
+    (``negative_a``, ``negative_b``: the pairs each labelled below 0)."""
     cells: NegativeCells = {}
     for pair in (negative_a & jb.keys()) | (negative_b & ja.keys()):
         cells.setdefault(pair[0], Counter())[(ja[pair], jb[pair])] += 1
