@@ -24,7 +24,8 @@ best of --repeat runs:
                   included), the export's own time measured inside it, its peak RSS (its VmHWM;
                   and that of the process formatting the sidecar beside it) and the CPU seconds of
                   both (best of the runs: on a shared machine, wall time follows the load and the
-                  processes' nice level, CPU time much less)
+                  processes' nice level, CPU time much less), with the exporting process's time
+                  in the garbage collector (gc.callbacks)
   export zip      the same bundle as one zip (deflate level 6) streamed to a file (skipped with
                   --directory-only)
   phases          where the fastest run's time went, from its progress messages: checking the
@@ -38,6 +39,7 @@ Judgment revisions are not created (the export reads current verdicts only).
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import json
 import os
@@ -329,6 +331,15 @@ def child(out: Path, zipped: bool) -> None:
     def progress(done: int, total: int | None, message: str) -> None:
         phases.setdefault(message, time.perf_counter() - start)
 
+    collector = [0.0, 0.0]  # seconds in the garbage collector, start of the current collection
+
+    def collecting(phase: str, info: dict) -> None:
+        if phase == "start":
+            collector[1] = time.perf_counter()
+        else:
+            collector[0] += time.perf_counter() - collector[1]
+
+    gc.callbacks.append(collecting)
     start = time.perf_counter()
     cpu = time.process_time()
     with transaction.atomic():
@@ -343,6 +354,7 @@ def child(out: Path, zipped: bool) -> None:
             result = export_bundle(campaign=campaign, destination=out / "bundle", progress=progress)
     seconds = time.perf_counter() - start
     cpu = time.process_time() - cpu
+    gc.callbacks.remove(collecting)
     size = result.zip_bytes if zipped else sum(f.bytes for f in result.files)
     with open("/proc/self/status") as status:
         peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
@@ -358,6 +370,7 @@ def child(out: Path, zipped: bool) -> None:
                 "sidecar_peak_rss_kb": sidecar,
                 "cpu": cpu,
                 "sidecar_cpu": children.ru_utime + children.ru_stime,
+                "gc_seconds": collector[0],
                 "phases": phases,
                 **result.counts,
             }
@@ -455,13 +468,14 @@ def measure(
         sidecar_rss = max(r[3]["sidecar_peak_rss_kb"] for r in runs) / 1024
         cpu = min(r[3]["cpu"] for r in runs)
         sidecar_cpu = min(r[3]["sidecar_cpu"] for r in runs)
+        collecting = min(r[3]["gc_seconds"] for r in runs)
         label = "zip (deflate 6)" if zipped else "directory"
         print(
             f"export {label:16s} wall {wall:6.2f} s, export itself {inside:6.2f} s "
             f"({inside / floor:4.2f}x the floor), {report['bytes'] / 1e6:,.0f} MB written, "
             f"peak RSS {rss:5.0f} MB (sidecar process {sidecar_rss:3.0f} MB); "
-            f"wall/floor {wall / floor:4.2f}x; CPU {cpu:.1f} s exporting + {sidecar_cpu:.1f} s "
-            "sidecar process"
+            f"wall/floor {wall / floor:4.2f}x; CPU {cpu:.1f} s exporting (of which "
+            f"{collecting:.1f} s collecting garbage) + {sidecar_cpu:.1f} s sidecar process"
         )
         fastest = min(runs, key=lambda r: r[1])[3]
         print(f"  {label} phases (the fastest run): " + phase_line(fastest))

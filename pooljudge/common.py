@@ -1,14 +1,17 @@
 """Small helpers every app shares, defined once: the spreadsheet-formula safety rule, the SVG
-envelope of the plots, the progress-callback type, natural sort, the median, and trec_eval's
-ranking order. This module is the bottom of the import graph: it imports no app (the standard
+envelope of the plots, the progress-callback type, natural sort, the median, trec_eval's
+ranking order, planner statistics and settings, and the garbage collector's setting for bulk
+work. This module is the bottom of the import graph: it imports no app (the standard
 library; Django's HTML escaping only inside the one function that builds markup), so any app
 may import it, and the run-file parser's worker processes load no Django through it.
 """
 
 from __future__ import annotations
 
+import gc
 import re
 import statistics
+import threading
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -27,6 +30,47 @@ ProgressFn = Callable[[int, int | None, str], None]
 def no_progress(done: int, total: int | None, message: str) -> None:
     """The progress callback of work that nobody watches."""
     return None
+
+
+# --- Bulk work ------------------------------------------------------------------------------------
+
+# Young objects (allocated and not yet freed) between two collections of the youngest generation
+# during bulk work; CPython's default is 700.
+BULK_GC_THRESHOLD = 50_000
+_bulk_lock = threading.Lock()
+_bulk_depth = 0
+_bulk_thresholds: tuple[int, int, int] = (0, 0, 0)
+
+
+@contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Garbage collection for a loop that makes millions of short-lived objects (an export's
+    pass over a million judgments): the objects that exist on entry (the process's modules,
+    classes, settings: a web or worker process holds ~90,000) are frozen out of every
+    collection until the last such loop ends, and the youngest generation is collected after
+    BULK_GC_THRESHOLD young objects instead of 700.
+
+    Measured (issue 17, 1M judgments): the exporting process spent 3.7 s of its 12.8 s of CPU
+    in the collector, 2.4 s of them in 23 full collections that each walked the whole process,
+    the rest in 2,800 young collections that each walked a block's lists of 90,000 values;
+    inside, 0.3 s. Nothing is collected later than it would have been at exit, and a cycle
+    made inside waits at most BULK_GC_THRESHOLD allocations. Nested and concurrent uses share
+    the one setting: the last to leave restores the thresholds and unfreezes."""
+    global _bulk_depth, _bulk_thresholds
+    with _bulk_lock:
+        if not _bulk_depth:
+            _bulk_thresholds = gc.get_threshold()
+            gc.freeze()
+            gc.set_threshold(BULK_GC_THRESHOLD, *_bulk_thresholds[1:])
+        _bulk_depth += 1
+    try:
+        yield
+    finally:
+        with _bulk_lock:
+            _bulk_depth -= 1
+            if not _bulk_depth:
+                gc.set_threshold(*_bulk_thresholds)
+                gc.unfreeze()
 
 
 # --- Spreadsheet-formula safety ----------------------------------------------------------------

@@ -56,7 +56,13 @@ from campaigns.models import (
     Topic,
 )
 from pooling.models import Pool, PoolEntry, Run
-from pooljudge.common import ProgressFn, analyse_stale_tables, neutralise, no_progress
+from pooljudge.common import (
+    ProgressFn,
+    analyse_stale_tables,
+    fewer_collections,
+    neutralise,
+    no_progress,
+)
 from qrels import agreement, sampled
 from qrels.export_pass import ExportPass, QrelsWriter
 from qrels.hashed_files import Background, BundleFile, HashingStream
@@ -264,7 +270,8 @@ def _write_files(
     progress(0, total, "reading judgments")
     background = Background()
     try:
-        return _write_bundle(root, s, options, name, exported_at, progress, total, background)
+        with fewer_collections():  # a few objects per judgment, nearly all short-lived
+            return _write_bundle(root, s, options, name, exported_at, progress, total, background)
     finally:
         background.stop()
 

@@ -731,6 +731,28 @@ def test_an_export_first_analyses_the_tables_it_finds_without_statistics(
     assert "campaigns_judgment" not in analyse_stale_tables(Judgment)  # fresh now: left alone
 
 
+def test_the_export_s_pass_leaves_the_process_s_objects_out_of_its_collections(
+    campaign, judged, tmp_path
+):
+    """An export makes a few objects per judgment: its pass runs with the process's existing
+    objects frozen out of the collector's walks and young collections 70x rarer (at 1M
+    judgments the collector took 3.7 s of the exporting process's 12.8 s of CPU; issue 17),
+    and leaves the collector as it found it."""
+    import gc
+
+    seen = set()
+
+    def progress(done, total, message):
+        seen.add((message, gc.get_freeze_count() > 0, gc.get_threshold()[0]))
+
+    thresholds = gc.get_threshold()
+    export_bundle(campaign=campaign, destination=tmp_path, progress=progress)
+    during = {(frozen, first) for message, frozen, first in seen if message.startswith("writing")}
+    assert during == {(True, 50_000)}  # pooljudge.common.BULK_GC_THRESHOLD; CPython's is 700
+    assert gc.get_threshold() == thresholds
+    assert gc.get_freeze_count() == 0
+
+
 @pytest.mark.parametrize(
     "options",
     [
