@@ -189,38 +189,37 @@ class ExportPass:
         # People's verdicts on pairs two or more people judged, for the agreement figures.
         self.overlap: dict[str, dict[tuple[str, str], int]] = {}
         self.done = 0  # judgments (rows with a label) so far
-        self._width = 0
-        self._held: list[str] = []  # the values of the last pair's rows, held for the next block
+        self._held: list[list[str]] = []  # the last pair's rows, held for the next block
 
     # --- Blocks ----------------------------------------------------------------------------------
 
     def feed(self, block: str) -> None:
         """One block of COPY text (whole lines; see :func:`qrels.sidecar.block_rows`)."""
-        width = block.count("\t", 0, block.index("\n")) + 1
-        values = block[:-1].replace("\n", "\t").split("\t")
-        if len(values) % width or (self._width and width != self._width):
-            raise ValueError("A block of COPY text whose lines have different numbers of values.")
-        self._width = width
+        # Only a row's first eight values are read: each line is split that far, and the rest
+        # of it (the sidecar's columns) stays one string.
+        rows = [line.split("\t", 8) for line in block[:-1].split("\n")]
+        if min(map(len, rows)) < 8:
+            raise ValueError("A block of COPY text with a line of fewer than 8 values.")
         if self._held:
-            values = self._held + values
+            rows = self._held + rows
         # Hold the last pair back: its rows may go on in the next block.
-        last = len(values) - width
-        topic, doc = values[last + TOPIC], values[last + DOC]
-        while last and values[last - width + TOPIC] == topic and values[last - width + DOC] == doc:
-            last -= width
-        self._held = values[last:]
+        last = len(rows) - 1
+        topic, doc = rows[last][TOPIC], rows[last][DOC]
+        while last and rows[last - 1][TOPIC] == topic and rows[last - 1][DOC] == doc:
+            last -= 1
+        self._held = rows[last:]
         if last:
-            self._pairs(values[:last], width)
+            self._pairs(rows[:last])
 
     def finish(self) -> None:
         """The held rows: call once every block is in."""
         if self._held:
-            self._pairs(self._held, self._width)
+            self._pairs(self._held)
             self._held = []
 
-    def _pairs(self, values: list[str], width: int) -> None:
-        """Whole pairs: ``values``, a multiple of ``width`` values."""
-        columns = [values[i::width] for i in range(8)]
+    def _pairs(self, rows: list[list[str]]) -> None:
+        """Whole pairs, a row (its values, the first eight at least) each."""
+        columns = list(islice(zip(*rows, strict=False), 8))  # a ninth value: the rest of the line
         topics, docs, labels = columns[TOPIC], columns[DOC], columns[LABEL]
         if (
             self.per_assessor
@@ -235,7 +234,7 @@ class ExportPass:
 
     # --- The common case, a column at a time -----------------------------------------------------
 
-    def _columns(self, columns: list[list[str]]) -> None:
+    def _columns(self, columns: list[tuple[str, ...]]) -> None:
         """Pairs whose labels are all 0 or more (or missing: a pooled pair nobody labelled) and
         whose ids hold no escape."""
         topics, docs, labels, assessor_ids, _, _, pools, whos = columns
@@ -310,7 +309,7 @@ class ExportPass:
         self.qrels.add_columns(pair_topics, pair_docs, pair_labels)
 
     def _resolve_shared_pairs(
-        self, columns: list[list[str]], continues: list[bool], pair_labels: list[str]
+        self, columns: list[tuple[str, ...]], continues: list[bool], pair_labels: list[str]
     ) -> None:
         """The label (in ``pair_labels``, by pair) of each pair with several rows, resolved
         by the policy, and the people's verdicts on it for the agreement figures."""

@@ -794,3 +794,25 @@ def test_a_sidecar_process_and_small_blocks_write_the_same_bytes(
             assert (tmp_path / "split" / path).read_bytes() == (
                 tmp_path / "plain" / path
             ).read_bytes(), path
+
+
+def test_the_export_pass_refuses_a_line_with_too_few_values(tmp_path):
+    """The pass splits each line only as far as the eight values it reads; a shorter line is a
+    broken read, never a pair to write."""
+    from qrels.export_pass import ExportPass, QrelsWriter
+    from qrels.policies import Resolver
+
+    rows = ExportPass(
+        root=tmp_path,
+        qrels=QrelsWriter(tmp_path / "qrels.txt"),
+        resolver=Resolver("majority"),
+        people={},
+        write_unjudged=False,
+        per_assessor=False,
+        binary=False,
+        threshold=1,
+    )
+    whole = "051\td1\t1\t7\tp-1\t2025-03-01 09:00:00+00\t1\tp-1\tperson\n"
+    rows.feed(whole)
+    with pytest.raises(ValueError, match="fewer than 8 values"):
+        rows.feed(whole + "051\td2\t1\t7\n")
