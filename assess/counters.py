@@ -11,11 +11,9 @@ from typing import Any
 
 from django.db import connections
 
-# The migration that created each set of triggers: its SQL for both databases, its backfill.
-_SOURCES = {
-    "assess_topicprogress": "assess.migrations.0006_topic_progress",
-    "assess_queueprogress": "assess.migrations.0008_queue_progress",
-}
+# The migration holding each counter table's current triggers: its SQL for both databases and
+# its backfill, by table.
+_SOURCE = "assess.migrations.0012_progress_per_statement"
 
 
 def _trigger_names(statements: list[str]) -> list[str]:
@@ -38,12 +36,11 @@ def ensure_triggers(*, using: str = "default") -> list[str]:
         return []
     tables = set(connection.introspection.table_names())
     repaired = []
-    for table, source in _SOURCES.items():
+    for table, sql in import_module(_SOURCE).TABLES.items():
         if table not in tables:  # migrated backwards, or not yet this far
             continue
-        migration = import_module(source)
-        create = migration.SQLITE if connection.vendor == "sqlite" else migration.POSTGRESQL
-        drop = migration.SQLITE_DROP if connection.vendor == "sqlite" else migration.POSTGRESQL_DROP
+        create = sql["SQLITE"] if connection.vendor == "sqlite" else sql["POSTGRESQL"]
+        drop = sql["SQLITE_DROP"] if connection.vendor == "sqlite" else sql["POSTGRESQL_DROP"]
         names = _trigger_names(create)
         if _present(connection, names) == set(names):
             continue
@@ -51,7 +48,7 @@ def ensure_triggers(*, using: str = "default") -> list[str]:
             for statement in drop + create:
                 cursor.execute(statement)
             cursor.execute(f"DELETE FROM {table}")  # noqa: S608 - a fixed table name
-            cursor.execute(migration.BACKFILL)
+            cursor.execute(sql["BACKFILL"])
         repaired.append(table)
     return repaired
 
