@@ -53,7 +53,7 @@ def fewer_collections() -> Iterator[None]:
     Measured (issue 17, 1M judgments): the exporting process spent 3.7 s of its 12.8 s of CPU
     in the collector, 2.4 s of them in 23 full collections that each walked the whole process,
     the rest in 2,800 young collections that each walked a block's lists of 90,000 values;
-    inside, 0.3 s. Nothing is collected later than it would have been at exit, and a cycle
+    inside, 0.0-0.3 s. Nothing is collected later than it would have been at exit, and a cycle
     made inside waits at most BULK_GC_THRESHOLD allocations. Nested and concurrent uses share
     the one setting: the last to leave restores the thresholds and unfreezes."""
     global _bulk_depth, _bulk_thresholds
